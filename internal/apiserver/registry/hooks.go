@@ -1,0 +1,42 @@
+package registry
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Optional interfaces a Strategy may implement. The generic handler checks
+// for them with a type assertion.
+
+// BeforeCreater acts just before an object is written on create, after
+// validation: e.g. allocate a ClusterIP. The returned undo (may be nil) is
+// called when the write fails, so that nothing stays half-allocated. A
+// dry-run create calls BeforeCreate with dryRun=true: it must check but not
+// allocate for real.
+type BeforeCreater interface {
+	BeforeCreate(ctx context.Context, obj runtime.Object, dryRun bool) (undo func(), err error)
+}
+
+// BeforeUpdater acts just before an update is written (e.g. allocate a new
+// NodePort when the type changed). Same undo contract as BeforeCreater.
+type BeforeUpdater interface {
+	BeforeUpdate(ctx context.Context, obj, old runtime.Object, dryRun bool) (undo func(), err error)
+}
+
+// AfterDeleter acts after an object is gone from the store (e.g. release its
+// ClusterIP and NodePorts).
+type AfterDeleter interface {
+	AfterDelete(ctx context.Context, obj runtime.Object)
+}
+
+// GracefulDeleter decides whether a delete is graceful. When it returns
+// true, the handler sets metadata.deletionTimestamp and
+// metadata.deletionGracePeriodSeconds (to *grace) instead of removing the
+// object; a later delete with grace 0 removes it. options.GracePeriodSeconds
+// may be nil (use the object's default, e.g. pod
+// terminationGracePeriodSeconds); the method fills in the grace to use.
+type GracefulDeleter interface {
+	CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) (graceful bool)
+}

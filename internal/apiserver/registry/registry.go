@@ -1,0 +1,81 @@
+// Package registry describes the resources the API server serves: for each one
+// a Resource (names, scope, kinds) and a Strategy (defaults, validation, status
+// rules, field selectors, table columns). The generic REST handler in
+// internal/apiserver drives every resource through this contract; each
+// resource's own rules live in a subpackage, registry/<resource>.
+package registry
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Resource is one served resource (e.g. apps/v1 deployments).
+type Resource struct {
+	GroupVersion schema.GroupVersion
+	Resource     string // plural, lower case: "deployments"
+	Kind         string // "Deployment"
+	ListKind     string // "DeploymentList"
+	SingularName string // "deployment"
+	ShortNames   []string
+	Categories   []string
+	Namespaced   bool
+
+	// StoragePrefix is the etcd key prefix below /registry, e.g. "deployments"
+	// or "apiextensions.k8s.io/customresourcedefinitions". Upstream keeps the
+	// core and most built-in groups without a group prefix.
+	StoragePrefix string
+
+	New     func() runtime.Object
+	NewList func() runtime.Object
+
+	Strategy Strategy
+
+	// Subresources served beside the main resource: "status", "scale",
+	// "binding", "finalize". A nil map means none.
+	Subresources map[string]bool
+}
+
+// Strategy holds the rules of one resource. Embed DefaultStrategy to inherit
+// the no-op behaviour and override what the resource needs.
+type Strategy interface {
+	// PrepareForCreate runs before validation on create: clear status that a
+	// client may not set, set generation to 1, apply defaults.
+	PrepareForCreate(ctx context.Context, obj runtime.Object)
+	// PrepareForUpdate runs before validation on update of the main resource:
+	// keep the old status (if the resource has a status subresource), apply
+	// defaults, bump generation when the spec changed.
+	PrepareForUpdate(ctx context.Context, obj, old runtime.Object)
+	// PrepareForStatusUpdate runs on updates through the status subresource:
+	// keep everything but the status (and labels/annotations untouched by
+	// upstream rules) from old.
+	PrepareForStatusUpdate(ctx context.Context, obj, old runtime.Object)
+
+	// Validate checks a new object. ValidateUpdate checks an update (including
+	// immutable fields). ValidateStatusUpdate checks a status update.
+	// Object metadata (name, namespace, labels, annotations) is validated by
+	// the generic handler before these run.
+	Validate(ctx context.Context, obj runtime.Object) field.ErrorList
+	ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+	ValidateStatusUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList
+
+	// FieldSet returns the fields a field selector may name, beyond
+	// metadata.name and metadata.namespace which the handler adds itself.
+	FieldSet(obj runtime.Object) fields.Set
+
+	// NameValidation says how to validate metadata.name: "dns1123subdomain"
+	// (default), "dns1123label", "path segment" (RBAC-like), etc. Returns
+	// error messages, empty when valid.
+	ValidateName(name string, prefix bool) []string
+
+	// TableColumns and TableRow turn objects into metav1.Table rows with the
+	// columns that kubectl shows for this resource upstream. wide columns have
+	// Priority 1.
+	TableColumns() []metav1.TableColumnDefinition
+	TableRow(obj runtime.Object) ([]interface{}, error)
+}
