@@ -1,0 +1,279 @@
+package storage
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// watcherBuffer is how many events a slow watcher may fall behind before it
+// is closed (the client then watches again from its last revision).
+const watcherBuffer = 1000
+
+type cacheWatcher struct {
+	prefix    string
+	pred      Predicate
+	bookmarks bool
+	input     chan *CacheEvent
+	bookmark  chan int64
+	result    chan WatchEvent
+	done      chan struct{}
+	once      sync.Once
+}
+
+// convert decides what a watcher sees of an event: the event itself, a
+// Deleted when the object stops matching, an Added when it starts to.
+func (w *cacheWatcher) convert(e *CacheEvent) (WatchEvent, bool) {
+	if !strings.HasPrefix(e.Key, w.prefix) {
+		return WatchEvent{}, false
+	}
+	curOK := matches(w.pred, e.Cur)
+	prevOK := e.Prev != nil && matches(w.pred, e.Prev)
+	switch e.Type {
+	case watch.Added:
+		if curOK {
+			return WatchEvent{Type: watch.Added, Object: e.Cur, RV: e.RV}, true
+		}
+	case watch.Modified:
+		switch {
+		case curOK && prevOK:
+			return WatchEvent{Type: watch.Modified, Object: e.Cur, RV: e.RV}, true
+		case curOK:
+			return WatchEvent{Type: watch.Added, Object: e.Cur, RV: e.RV}, true
+		case prevOK:
+			return WatchEvent{Type: watch.Deleted, Object: e.Cur, RV: e.RV}, true
+		}
+	case watch.Deleted:
+		if curOK {
+			return WatchEvent{Type: watch.Deleted, Object: e.Cur, RV: e.RV}, true
+		}
+	}
+	return WatchEvent{}, false
+}
+
+// offer queues an event without blocking; false means the watcher is too
+// far behind and must be closed.
+func (w *cacheWatcher) offer(e *CacheEvent) bool {
+	if _, ok := w.convert(e); !ok {
+		return true
+	}
+	select {
+	case w.input <- e:
+		return true
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *cacheWatcher) terminate() { w.once.Do(func() { close(w.done) }) }
+
+func (w *cacheWatcher) send(ctx context.Context, ev WatchEvent) bool {
+	select {
+	case w.result <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-w.done:
+		return false
+	}
+}
+
+func (w *cacheWatcher) run(ctx context.Context, initial []*CacheEvent, initialEnd bool, startRV int64) {
+	defer close(w.result)
+	for _, e := range initial {
+		if ev, ok := w.convert(e); ok {
+			if !w.send(ctx, ev) {
+				return
+			}
+		}
+	}
+	if initialEnd {
+		if !w.send(ctx, WatchEvent{Type: watch.Bookmark, RV: startRV, InitialEventsEnd: true}) {
+			return
+		}
+	}
+	for {
+		select {
+		case e := <-w.input:
+			if ev, ok := w.convert(e); ok && !w.send(ctx, ev) {
+				return
+			}
+		case rv := <-w.bookmark:
+			if !w.send(ctx, WatchEvent{Type: watch.Bookmark, RV: rv}) {
+				return
+			}
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// CacheWatch is a running watch on the cache.
+type CacheWatch struct {
+	c      *Cacher
+	id     int
+	w      *cacheWatcher
+	cancel context.CancelFunc
+}
+
+// ResultChan delivers events until the watch ends (the channel closes).
+func (cw *CacheWatch) ResultChan() <-chan WatchEvent { return cw.w.result }
+
+// Stop ends the watch.
+func (cw *CacheWatch) Stop() {
+	cw.cancel()
+	cw.c.mu.Lock()
+	delete(cw.c.watchers, cw.id)
+	cw.c.mu.Unlock()
+	cw.w.terminate()
+}
+
+// WatchCached starts a watch of the objects under prefix, as opts say:
+// with sendInitialEvents the current objects come first as Added, then a
+// bookmark marking their end; with resourceVersion "" or "0" (and no
+// sendInitialEvents=false) the current objects come first too; with a
+// revision N, every change after N. A revision older than the cache's
+// history is an expired error (410 Gone).
+func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOptions) (*CacheWatch, error) {
+	var rev int64
+	var err error
+	withState := false
+	initialEnd := false
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		withState, initialEnd = true, true
+		if err := c.waitForListRV(ctx, opts); err != nil {
+			return nil, err
+		}
+	} else if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
+		withState = opts.SendInitialEvents == nil
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		rev, err = ParseRV(opts.ResourceVersion)
+		if err != nil {
+			return nil, newErr(ErrCodeInvalidObj, "", err.Error())
+		}
+		if err := c.waitFresh(ctx, rev); err != nil {
+			return nil, err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	w := &cacheWatcher{
+		prefix: prefix, pred: opts.Predicate, bookmarks: opts.AllowWatchBookmarks,
+		input: make(chan *CacheEvent, watcherBuffer), bookmark: make(chan int64, 1),
+		result: make(chan WatchEvent), done: make(chan struct{}),
+	}
+	c.mu.Lock()
+	var initial []*CacheEvent
+	if withState {
+		for k, o := range c.items {
+			if strings.HasPrefix(k, prefix) {
+				initial = append(initial, &CacheEvent{Type: watch.Added, Key: k, Cur: o, RV: o.RV})
+			}
+		}
+	} else if rev > 0 {
+		if rev < c.startRV {
+			start := c.startRV
+			c.mu.Unlock()
+			cancel()
+			return nil, &Error{Code: ErrCodeResourceExpired, ResourceVersion: rev, Msg: formatRV(start + 1)}
+		}
+		for i := 0; i < c.ringLen; i++ {
+			e := c.ring[(c.ringStart+i)%len(c.ring)]
+			if e.RV > rev {
+				initial = append(initial, e)
+			}
+		}
+	}
+	startRV := c.rv
+	id := c.nextID
+	c.nextID++
+	c.watchers[id] = w
+	c.mu.Unlock()
+	if withState {
+		sortEvents(initial)
+	}
+	go w.run(ctx, initial, initialEnd, startRV)
+	return &CacheWatch{c: c, id: id, w: w, cancel: cancel}, nil
+}
+
+func sortEvents(es []*CacheEvent) {
+	// Insertion order does not matter to clients, but a stable order (by
+	// key, as a list returns) keeps output predictable.
+	sortByKey(es)
+}
+
+func (c *Cacher) sendBookmarks() {
+	c.mu.RLock()
+	rv := c.rv
+	for _, w := range c.watchers {
+		if !w.bookmarks {
+			continue
+		}
+		select {
+		case <-w.bookmark:
+		default:
+		}
+		select {
+		case w.bookmark <- rv:
+		default:
+		}
+	}
+	c.mu.RUnlock()
+}
+
+func (c *Cacher) terminateAll() {
+	c.mu.Lock()
+	for id, w := range c.watchers {
+		delete(c.watchers, id)
+		w.terminate()
+	}
+	c.mu.Unlock()
+}
+
+// Watch adapts WatchCached to watch.Interface (bookmarks carry an empty
+// object with only its resourceVersion).
+func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch.Interface, error) {
+	cw, err := c.WatchCached(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan watch.Event)
+	go func() {
+		defer close(out)
+		for ev := range cw.ResultChan() {
+			var obj runtime.Object
+			if ev.Object != nil {
+				obj = ev.Object.Object
+			} else {
+				obj = c.newFunc()
+				_ = setRV(obj, ev.RV)
+			}
+			select {
+			case out <- watch.Event{Type: ev.Type, Object: obj}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return &watchAdapter{cw: cw, out: out}, nil
+}
+
+type watchAdapter struct {
+	cw  *CacheWatch
+	out chan watch.Event
+}
+
+func (a *watchAdapter) Stop()                          { a.cw.Stop() }
+func (a *watchAdapter) ResultChan() <-chan watch.Event { return a.out }

@@ -1,0 +1,494 @@
+package storage
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Observer is told how long each etcd request took (for
+// etcd_request_duration_seconds). It may be nil.
+type Observer interface {
+	ObserveEtcd(operation, resource string, d time.Duration)
+}
+
+// Store is the etcd v3 implementation of Interface for one resource.
+type Store struct {
+	client   *clientv3.Client
+	codec    Codec
+	newFunc  func() runtime.Object
+	resource string // metric label, e.g. "pods"
+	observer Observer
+	// pagingPrefix is the key prefix continue tokens are relative to.
+}
+
+// StoreOptions are the optional parts of a Store.
+type StoreOptions struct {
+	Observer Observer
+}
+
+// NewStore returns a store for one resource's objects.
+func NewStore(client *clientv3.Client, codec Codec, newFunc func() runtime.Object, resource string, opts StoreOptions) *Store {
+	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer}
+}
+
+var _ Interface = (*Store)(nil)
+
+func (s *Store) observe(op string, start time.Time) {
+	if s.observer != nil {
+		s.observer.ObserveEtcd(op, s.resource, time.Since(start))
+	}
+}
+
+func formatRV(rev int64) string { return strconv.FormatInt(rev, 10) }
+
+// ParseRV parses a resourceVersion; "" is 0.
+func ParseRV(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid resource version %q", rv)
+	}
+	return n, nil
+}
+
+func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+	// Upstream stores objects without a resourceVersion: the revision is it.
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	rv := a.GetResourceVersion()
+	a.SetResourceVersion("")
+	data, err := s.codec.Encode(obj)
+	a.SetResourceVersion(rv)
+	return data, err
+}
+
+func (s *Store) decode(data []byte, into runtime.Object, rev int64) error {
+	if err := s.codec.Decode(data, into); err != nil {
+		return newErr(ErrCodeInvalidObj, "", err.Error())
+	}
+	return setRV(into, rev)
+}
+
+func mapEtcdErr(err error, key string, rev int64) error {
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return &Error{Code: ErrCodeResourceExpired, Key: key, ResourceVersion: rev, Msg: "required revision has been compacted"}
+	}
+	if errors.Is(err, rpctypes.ErrFutureRev) {
+		return &Error{Code: ErrCodeTooLargeResourceVersion, Key: key, ResourceVersion: rev, Msg: "revision is newer than the store"}
+	}
+	return err
+}
+
+func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object) error {
+	if a, err := meta.Accessor(obj); err == nil && a.GetResourceVersion() != "" {
+		return newErr(ErrCodeInvalidObj, key, "resourceVersion should not be set on objects to be created")
+	}
+	data, err := s.encode(obj)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	s.observe("create", start)
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return newErr(ErrCodeKeyExists, key, "")
+	}
+	if out != nil {
+		return s.decode(data, out, resp.Header.Revision)
+	}
+	return nil
+}
+
+func (s *Store) Get(ctx context.Context, key string, out runtime.Object) error {
+	start := time.Now()
+	resp, err := s.client.Get(ctx, key)
+	s.observe("get", start)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 {
+		return newErr(ErrCodeKeyNotFound, key, "")
+	}
+	return s.decode(resp.Kvs[0].Value, out, resp.Kvs[0].ModRevision)
+}
+
+func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
+	start := time.Now()
+	resp, err := s.client.Get(ctx, "/registry/health-revision", clientv3.WithCountOnly())
+	s.observe("get", start)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+func (p *Preconditions) check(key string, obj runtime.Object) error {
+	if p == nil {
+		return nil
+	}
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if p.UID != nil && *p.UID != a.GetUID() {
+		return newErr(ErrCodeResourceVersionConflicts, key,
+			fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, a.GetUID()))
+	}
+	if p.ResourceVersion != nil && *p.ResourceVersion != a.GetResourceVersion() {
+		return newErr(ErrCodeResourceVersionConflicts, key,
+			fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, a.GetResourceVersion()))
+	}
+	return nil
+}
+
+func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions, tryUpdate UpdateFunc) error {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		start := time.Now()
+		resp, err := s.client.Get(ctx, key)
+		s.observe("get", start)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return newErr(ErrCodeKeyNotFound, key, "")
+		}
+		kv := resp.Kvs[0]
+		cur := s.newFunc()
+		if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
+			return err
+		}
+		if err := preconditions.check(key, cur); err != nil {
+			return err
+		}
+		updated, err := tryUpdate(cur)
+		if err != nil {
+			return err
+		}
+		data, err := s.encode(updated)
+		if err != nil {
+			return err
+		}
+		if string(data) == string(kv.Value) {
+			// Nothing changed: no write, the object keeps its revision.
+			return s.decode(kv.Value, out, kv.ModRevision)
+		}
+		start = time.Now()
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, string(data))).
+			Commit()
+		s.observe("update", start)
+		if err != nil {
+			return err
+		}
+		if txn.Succeeded {
+			return s.decode(data, out, txn.Header.Revision)
+		}
+		// Lost a race: read again and retry.
+	}
+}
+
+func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions) error {
+	for {
+		start := time.Now()
+		resp, err := s.client.Get(ctx, key)
+		s.observe("get", start)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return newErr(ErrCodeKeyNotFound, key, "")
+		}
+		kv := resp.Kvs[0]
+		cur := s.newFunc()
+		if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
+			return err
+		}
+		if err := preconditions.check(key, cur); err != nil {
+			return err
+		}
+		start = time.Now()
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		s.observe("delete", start)
+		if err != nil {
+			return err
+		}
+		if txn.Succeeded {
+			if out != nil {
+				if err := s.decode(kv.Value, out, txn.Header.Revision); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// continueToken is upstream's continue format: base64 of
+// {"v":"meta.k8s.io/v1","rv":N,"start":"<key after prefix>"}.
+type continueToken struct {
+	APIVersion      string `json:"v"`
+	ResourceVersion int64  `json:"rv"`
+	StartKey        string `json:"start"`
+}
+
+func encodeContinue(key, prefix string, rev int64) (string, error) {
+	rel := strings.TrimPrefix(key, prefix)
+	out, err := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: rel})
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(out), nil
+}
+
+// DecodeContinue parses a continue token into the key to start from and its revision.
+func DecodeContinue(token, prefix string) (string, int64, error) {
+	data, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return "", 0, fmt.Errorf("continue key is not valid: %v", err)
+	}
+	var c continueToken
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", 0, fmt.Errorf("continue key is not valid: %v", err)
+	}
+	if c.APIVersion != "meta.k8s.io/v1" {
+		return "", 0, fmt.Errorf("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+	}
+	if c.ResourceVersion <= 0 {
+		return "", 0, fmt.Errorf("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+	}
+	cleaned := path.Clean(c.StartKey)
+	if cleaned != c.StartKey || strings.HasPrefix(c.StartKey, "/") || strings.Contains(c.StartKey, "..") {
+		return "", 0, fmt.Errorf("continue key is not valid: %s", c.StartKey)
+	}
+	return prefix + c.StartKey, c.ResourceVersion, nil
+}
+
+// List reads from etcd. With opts.Continue it reads the token's revision;
+// with ResourceVersionMatch=Exact the given revision; otherwise the newest.
+func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listObj runtime.Object) error {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	listPtr, err := meta.GetItemsPtr(listObj)
+	if err != nil {
+		return err
+	}
+	v, err := conversion.EnforcePtr(listPtr)
+	if err != nil || v.Kind() != reflect.Slice {
+		return fmt.Errorf("need ptr to slice: %v", err)
+	}
+	startKey := prefix
+	var rev int64
+	if opts.Continue != "" {
+		startKey, rev, err = DecodeContinue(opts.Continue, prefix)
+		if err != nil {
+			return newErr(ErrCodeInvalidContinue, prefix, err.Error())
+		}
+	} else if opts.ResourceVersionMatch == "Exact" {
+		rev, err = ParseRV(opts.ResourceVersion)
+		if err != nil {
+			return newErr(ErrCodeInvalidObj, prefix, err.Error())
+		}
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	limit := opts.Limit
+	var (
+		returned int64
+		lastKey  string
+		more     bool
+		readRev  = rev
+	)
+	batch := limit
+	if batch <= 0 || batch > 1000 {
+		batch = 1000
+	}
+	if limit <= 0 {
+		batch = 0 // all at once
+	}
+	for {
+		getOpts := []clientv3.OpOption{clientv3.WithRange(end)}
+		if batch > 0 {
+			getOpts = append(getOpts, clientv3.WithLimit(batch))
+		}
+		if readRev > 0 {
+			getOpts = append(getOpts, clientv3.WithRev(readRev))
+		}
+		start := time.Now()
+		resp, err := s.client.Get(ctx, startKey, getOpts...)
+		s.observe("list", start)
+		if err != nil {
+			return mapEtcdErr(err, prefix, readRev)
+		}
+		if readRev == 0 {
+			readRev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if limit > 0 && returned >= limit {
+				more = true
+				break
+			}
+			obj := s.newFunc()
+			if err := s.decode(kv.Value, obj, kv.ModRevision); err != nil {
+				return err
+			}
+			lastKey = string(kv.Key)
+			ok, err := opts.Predicate.Matches(obj)
+			if err != nil {
+				return err
+			}
+			if ok {
+				v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
+				returned++
+			}
+		}
+		if more || !resp.More || len(resp.Kvs) == 0 {
+			if !more && resp.More && limit > 0 && returned >= limit {
+				more = true
+			}
+			break
+		}
+		if limit > 0 && returned >= limit {
+			more = true
+			break
+		}
+		startKey = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	lm, err := meta.ListAccessor(listObj)
+	if err != nil {
+		return err
+	}
+	lm.SetResourceVersion(formatRV(readRev))
+	if more && lastKey != "" {
+		token, err := encodeContinue(lastKey+"\x00", prefix, readRev)
+		if err != nil {
+			return err
+		}
+		lm.SetContinue(token)
+	}
+	return nil
+}
+
+// Watch streams events straight from etcd (the Cacher is the usual way in;
+// this serves watches the cache cannot, and feeds the cache itself).
+func (s *Store) Watch(ctx context.Context, key string, opts ListOptions) (watch.Interface, error) {
+	rev, err := ParseRV(opts.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	w := newEtcdWatcher(ctx, s, key, rev, opts)
+	return w, nil
+}
+
+type etcdWatcher struct {
+	cancel context.CancelFunc
+	result chan watch.Event
+}
+
+func newEtcdWatcher(ctx context.Context, s *Store, key string, rev int64, opts ListOptions) *etcdWatcher {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &etcdWatcher{cancel: cancel, result: make(chan watch.Event, 100)}
+	wopts := []clientv3.OpOption{clientv3.WithPrevKV()}
+	if opts.Recursive {
+		if !strings.HasSuffix(key, "/") {
+			key += "/"
+		}
+		wopts = append(wopts, clientv3.WithPrefix())
+	}
+	if rev > 0 {
+		wopts = append(wopts, clientv3.WithRev(rev+1))
+	}
+	go func() {
+		defer close(w.result)
+		ch := s.client.Watch(clientv3.WithRequireLeader(ctx), key, wopts...)
+		for resp := range ch {
+			if err := resp.Err(); err != nil {
+				w.send(ctx, watch.Event{Type: watch.Error, Object: nil}, mapEtcdErr(err, key, rev))
+				return
+			}
+			for _, ev := range resp.Events {
+				e, err := s.convertEvent(ev)
+				if err != nil {
+					continue
+				}
+				if ok, _ := opts.Predicate.Matches(e.Object); !ok {
+					continue
+				}
+				if !w.send(ctx, e, nil) {
+					return
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *etcdWatcher) send(ctx context.Context, e watch.Event, err error) bool {
+	if err != nil {
+		e = watch.Event{Type: watch.Error, Object: StatusFor(err)}
+	}
+	select {
+	case w.result <- e:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (w *etcdWatcher) Stop()                          { w.cancel() }
+func (w *etcdWatcher) ResultChan() <-chan watch.Event { return w.result }
+
+func (s *Store) convertEvent(ev *clientv3.Event) (watch.Event, error) {
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		if ev.PrevKv == nil {
+			return watch.Event{}, fmt.Errorf("delete without previous value")
+		}
+		obj := s.newFunc()
+		if err := s.decode(ev.PrevKv.Value, obj, ev.Kv.ModRevision); err != nil {
+			return watch.Event{}, err
+		}
+		return watch.Event{Type: watch.Deleted, Object: obj}, nil
+	default:
+		obj := s.newFunc()
+		if err := s.decode(ev.Kv.Value, obj, ev.Kv.ModRevision); err != nil {
+			return watch.Event{}, err
+		}
+		if ev.IsCreate() {
+			return watch.Event{Type: watch.Added, Object: obj}, nil
+		}
+		return watch.Event{Type: watch.Modified, Object: obj}, nil
+	}
+}
