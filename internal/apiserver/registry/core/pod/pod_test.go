@@ -87,12 +87,12 @@ func TestPrepareForCreateDefaults(t *testing.T) {
 
 func TestImagePullPolicyDefault(t *testing.T) {
 	for image, want := range map[string]corev1.PullPolicy{
-		"nginx":                       corev1.PullAlways,
-		"nginx:latest":                corev1.PullAlways,
-		"nginx:1.27":                  corev1.PullIfNotPresent,
-		"localhost:5000/app":          corev1.PullAlways,
-		"localhost:5000/app:v1":       corev1.PullIfNotPresent,
-		"nginx@sha256:" + hex64:       corev1.PullIfNotPresent,
+		"nginx":                        corev1.PullAlways,
+		"nginx:latest":                 corev1.PullAlways,
+		"nginx:1.27":                   corev1.PullIfNotPresent,
+		"localhost:5000/app":           corev1.PullAlways,
+		"localhost:5000/app:v1":        corev1.PullIfNotPresent,
+		"nginx@sha256:" + hex64:        corev1.PullIfNotPresent,
 		"nginx:latest@sha256:" + hex64: corev1.PullAlways,
 	} {
 		t.Run(image, func(t *testing.T) {
