@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -39,4 +40,13 @@ type AfterDeleter interface {
 // terminationGracePeriodSeconds); the method fills in the grace to use.
 type GracefulDeleter interface {
 	CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) (graceful bool)
+}
+
+// Scaler serves the scale subresource (autoscaling/v1 Scale).
+type Scaler interface {
+	// ScaleOf reads spec.replicas, status.replicas and the selector.
+	ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error)
+	// ApplyScale writes scale.spec.replicas into obj (a copy the caller
+	// owns); invalid replicas are a field error at spec.replicas.
+	ApplyScale(obj runtime.Object, scale *autoscalingv1.Scale) error
 }

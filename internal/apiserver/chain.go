@@ -1,0 +1,198 @@
+package apiserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
+	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
+)
+
+// publicPaths answer without authentication, as upstream's
+// system:public-info-viewer role allows.
+func publicPath(p string) bool {
+	for _, pre := range []string{"/healthz", "/livez", "/readyz", "/version"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+type ctxKey int
+
+const warningsKey ctxKey = iota
+
+type warningRecorder struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	n  int
+}
+
+func (r *warningRecorder) add(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n >= 100 {
+		return
+	}
+	r.n++
+	r.w.Header().Add("Warning", fmt.Sprintf("299 - %q", msg))
+}
+
+func warningsFrom(ctx context.Context) *warningRecorder {
+	r, _ := ctx.Value(warningsKey).(*warningRecorder)
+	return r
+}
+
+// statusWriter remembers the response code and keeps Flush working for
+// watches.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+	size int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.size += n
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("hijack not supported")
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// buildChain wraps the router: panic recovery, metrics, authentication,
+// authorization.
+func (s *Server) buildChain() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := parseRequestInfo(r)
+		w := &statusWriter{ResponseWriter: rw}
+		mi := metrics.RequestInfo{
+			Method: r.Method, Verb: info.Verb, ContentType: r.Header.Get("Content-Type"), DryRun: r.URL.Query()["dryRun"],
+			IsResourceRequest: info.IsResourceRequest, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
+			Resource: info.Resource, Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name, Path: r.URL.Path,
+		}
+		labels := metrics.LabelsFor(mi, metrics.ComponentAPIServer)
+		if info.Verb == "watch" {
+			done := s.metrics.TrackLongRunning(labels)
+			defer done()
+		} else {
+			done := s.metrics.TrackInflight(r.Method != http.MethodGet && r.Method != http.MethodHead)
+			defer done()
+		}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				klog.FromContext(r.Context()).Error(fmt.Errorf("%v", p), "panic serving request", "path", r.URL.Path)
+				if w.code == 0 {
+					s.codecs.writeError(w, apierrors.NewInternalError(fmt.Errorf("%v", p)))
+				}
+			}
+			if w.code == 0 {
+				w.code = http.StatusOK
+			}
+			if info.Verb != "watch" {
+				s.metrics.ObserveRequestSize(labels, w.code, time.Since(start), w.size)
+			}
+		}()
+		ctx := context.WithValue(r.Context(), warningsKey, &warningRecorder{w: w})
+
+		user, ok, err := s.authn.Authenticate(r)
+		if err != nil || !ok {
+			if publicPath(r.URL.Path) {
+				user = &authn.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+			} else {
+				s.codecs.writeError(w, apierrors.NewUnauthorized("Unauthorized"))
+				return
+			}
+		}
+		ctx = authn.WithUser(ctx, user)
+		if !publicPath(r.URL.Path) {
+			attrs := authz.Attributes{
+				User: user, Verb: info.Verb, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
+				Resource: info.Resource, Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name,
+				Path: r.URL.Path, ResourceRequest: info.IsResourceRequest,
+			}
+			if !info.IsResourceRequest {
+				attrs.Verb = strings.ToLower(r.Method)
+			}
+			decision, reason, err := s.authz.Authorize(ctx, attrs)
+			if err != nil || decision != authz.Allow {
+				msg := fmt.Sprintf("User %q cannot %s", user.Name, attrs.Verb)
+				if info.IsResourceRequest {
+					msg = fmt.Sprintf("%s resource %q in API group %q", msg, info.Resource, info.APIGroup)
+					if info.Namespace != "" {
+						msg += fmt.Sprintf(" in the namespace %q", info.Namespace)
+					}
+				} else {
+					msg = fmt.Sprintf("%s path %q", msg, r.URL.Path)
+				}
+				if reason != "" {
+					msg += ": " + reason
+				}
+				s.codecs.writeError(w, apierrors.NewForbidden(schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name, errors.New(msg)))
+				return
+			}
+		}
+		s.route(w, r.WithContext(ctx), info)
+	})
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, info RequestInfo) {
+	switch {
+	case r.URL.Path == "/metrics":
+		s.metrics.Handler().ServeHTTP(w, r)
+		return
+	case s.health.Handles(r.URL.Path):
+		s.health.ServeHTTP(w, r)
+		return
+	case s.disco.Handles(r.URL.Path):
+		s.disco.ServeHTTP(w, r)
+		return
+	}
+	if info.IsResourceRequest {
+		h := s.handlers[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
+		if h != nil {
+			h.serve(w, r, info)
+			return
+		}
+	}
+	s.codecs.writeError(w, apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "the server could not find the requested resource", 0, false))
+}

@@ -1,0 +1,148 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+// maxJSONPatchOperations bounds the work a single JSON patch may ask for.
+const maxJSONPatchOperations = 10000
+
+// applyPatch applies a patch document of the given type to the JSON of
+// the current object.
+func applyPatch(pt types.PatchType, current, patch []byte, schemaObj runtime.Object) ([]byte, error) {
+	switch pt {
+	case types.JSONPatchType:
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		if len(p) > maxJSONPatchOperations {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(p)))
+		}
+		out, err := p.Apply(current)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+		}
+		return out, nil
+	case types.MergePatchType:
+		if !json.Valid(patch) {
+			return nil, apierrors.NewBadRequest("error decoding patch: invalid JSON document")
+		}
+		out, err := jsonpatch.MergePatch(current, patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		return out, nil
+	case types.StrategicMergePatchType:
+		var m map[string]interface{}
+		if err := json.Unmarshal(patch, &m); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+		}
+		out, err := strategicpatch.StrategicMergePatch(current, patch, schemaObj)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+		}
+		return out, nil
+	}
+	return nil, unsupportedPatch(string(pt))
+}
+
+func unsupportedPatch(ct string) error {
+	se := unsupportedMediaType(ct).(*apierrors.StatusError)
+	se.ErrStatus.Message = fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s", types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType)
+	return se
+}
+
+func patchType(r *http.Request) (types.PatchType, error) {
+	mt, err := requestMediaType(r)
+	if err != nil {
+		return "", err
+	}
+	switch pt := types.PatchType(mt); pt {
+	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
+		return pt, nil
+	}
+	return "", unsupportedPatch(mt)
+}
+
+// patchObject applies the request's patch to cur and decodes the result.
+func (h *resourceHandler) patchObject(r *http.Request, pt types.PatchType, patch []byte, cur runtime.Object, newObj func() runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, []string, error) {
+	curJSON, err := json.Marshal(cur)
+	if err != nil {
+		return nil, nil, apierrors.NewInternalError(err)
+	}
+	patched, err := applyPatch(pt, curJSON, patch, newObj())
+	if err != nil {
+		return nil, nil, err
+	}
+	out := newObj()
+	pr := r.Clone(r.Context())
+	pr.Header.Set("Content-Type", mediaJSON)
+	warnings, err := h.codecs.decodeBody(pr, patched, out, gvk)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, warnings, nil
+}
+
+func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
+	if info.Subresource != "" && info.Subresource != "status" {
+		return nil, methodNotSupported(h.gr, info.Verb)
+	}
+	pt, err := patchType(r)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	mode := modeMain
+	if info.Subresource == "status" {
+		mode = modeStatus
+	}
+	return h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
+		next, warnings, err := h.patchObject(r, pt, patch, cur, h.res.New, h.gvk)
+		if err != nil {
+			return nil, err
+		}
+		setWarnings(ctx, warnings)
+		if err := h.checkIdentity(next, info); err != nil {
+			return nil, err
+		}
+		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
+			return nil, err
+		}
+		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
+			return nil, err
+		}
+		return next, nil
+	})
+}
+
+// checkIdentity refuses a patch that renames or moves the object.
+func (h *resourceHandler) checkIdentity(obj runtime.Object, info RequestInfo) error {
+	m, err := metaOf(obj)
+	if err != nil {
+		return err
+	}
+	if m.GetName() != info.Name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), info.Name))
+	}
+	if h.res.Namespaced && m.GetNamespace() != info.Namespace {
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+func typesPatch(s string) types.PatchType { return types.PatchType(s) }

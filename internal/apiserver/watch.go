@@ -1,0 +1,145 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// maxWatchTimeout bounds a watch whose client set no timeout; upstream
+// picks 30-60 minutes at random so reconnections spread out.
+const maxWatchTimeout = 30 * time.Minute
+
+func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	p, err := parseListParams(r.URL.Query(), h.fieldSet)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if info.Name != "" {
+		sel := fields.OneTermEqualSelector("metadata.name", info.Name)
+		if p.Predicate.Field != nil && !p.Predicate.Field.Empty() {
+			sel = fields.AndSelectors(sel, p.Predicate.Field)
+		}
+		p.Predicate.Field = sel
+	}
+	timeout := maxWatchTimeout + time.Duration(rand.Int63n(int64(maxWatchTimeout)))
+	if p.TimeoutSeconds > 0 {
+		timeout = time.Duration(p.TimeoutSeconds) * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	cw, err := h.store.WatchCached(ctx, h.listPrefix(info.Namespace), p.ListOptions)
+	if err != nil {
+		h.codecs.writeError(w, h.apiErr(err, ""))
+		return
+	}
+	defer cw.Stop()
+
+	flusher, _ := w.(http.Flusher)
+	contentType := out.mediaType
+	if out.mediaType == mediaProtobuf {
+		contentType = mediaProtobuf + ";stream=watch"
+	} else {
+		out.mediaType = mediaJSON // watch streams JSON or protobuf only
+		contentType = mediaJSON
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Transfer-Encoding", "chunked")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	first := true
+	var buf bytes.Buffer
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.srv.stopping:
+			return
+		case ev, ok := <-cw.ResultChan():
+			if !ok {
+				return
+			}
+			if ev.Type == watch.Bookmark && out.as == "Table" {
+				continue
+			}
+			buf.Reset()
+			if err := h.encodeWatchEvent(&buf, ev, out, p.IncludeObject, first); err != nil {
+				return
+			}
+			if ev.Type != watch.Bookmark {
+				first = false
+			}
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return
+			}
+			if flusher != nil && len(cw.ResultChan()) == 0 {
+				flusher.Flush()
+			}
+		}
+	}
+}
+
+// encodeWatchEvent writes one frame. The object's bytes come from the
+// cache's encode-once store, so N watchers of one change cost one encoding.
+func (h *resourceHandler) encodeWatchEvent(buf *bytes.Buffer, ev storage.WatchEvent, out output, include string, first bool) error {
+	var objBytes []byte
+	var err error
+	switch {
+	case ev.Type == watch.Bookmark:
+		obj := h.res.New()
+		m, _ := metaOf(obj)
+		m.SetResourceVersion(fmt.Sprint(ev.RV))
+		if ev.InitialEventsEnd {
+			m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+		}
+		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
+		objBytes, err = h.codecs.encode(out.mediaType, obj)
+	case out.as == "Table":
+		var t *metav1.Table
+		t, err = h.table([]runtime.Object{ev.Object.Object}, include, first)
+		if err == nil {
+			objBytes, err = h.codecs.encode(out.mediaType, t)
+		}
+	case out.as != "":
+		var pm *metav1.PartialObjectMetadata
+		pm, err = partialMetadata(ev.Object.Object)
+		if err == nil {
+			objBytes, err = h.codecs.encode(out.mediaType, pm)
+		}
+	default:
+		mt := out.mediaType
+		objBytes, err = ev.Object.Encoded(mt, func(o runtime.Object) ([]byte, error) {
+			return h.codecs.encode(mt, o)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if out.mediaType == mediaProtobuf {
+		we := metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: objBytes}}
+		b, err := we.Marshal()
+		if err != nil {
+			return err
+		}
+		return protobufFrame(buf, b)
+	}
+	buf.WriteString(`{"type":"`)
+	buf.WriteString(string(ev.Type))
+	buf.WriteString(`","object":`)
+	buf.Write(bytes.TrimRight(objBytes, "\n"))
+	buf.WriteString("}\n")
+	return nil
+}
