@@ -54,7 +54,7 @@ func TestValidateUpdateImmutable(t *testing.T) {
 		{name: "immutable, labels only", old: corev1.ConfigMap{Immutable: &yes, Data: map[string]string{"a": "1"}},
 			new: corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": "y"}}, Immutable: &yes, Data: map[string]string{"a": "1"}}},
 		{name: "immutable data change", old: corev1.ConfigMap{Immutable: &yes, Data: map[string]string{"a": "1"}},
-			new: corev1.ConfigMap{Immutable: &yes, Data: map[string]string{"a": "2"}, BinaryData: map[string][]byte{"b": nil}},
+			new:  corev1.ConfigMap{Immutable: &yes, Data: map[string]string{"a": "2"}, BinaryData: map[string][]byte{"b": nil}},
 			want: []string{"FieldValueForbidden data", "FieldValueForbidden binaryData"}},
 		{name: "unset immutable", old: corev1.ConfigMap{Immutable: &yes}, new: corev1.ConfigMap{Immutable: &no}, want: []string{"FieldValueForbidden immutable"}},
 	}
