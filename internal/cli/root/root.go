@@ -1,0 +1,27 @@
+// Package root is the `skiff` command: it only assembles the subcommands.
+package root
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/skiff-sh/skiff/internal/cli/kubectl"
+	"github.com/skiff-sh/skiff/internal/cli/server"
+	"github.com/skiff-sh/skiff/internal/cli/version"
+)
+
+// NewCommand builds the root command with every subcommand.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "skiff",
+		Short: "Skiff: a Kubernetes-compatible orchestrator in one binary",
+		Long: `Skiff runs a Kubernetes-compatible cluster from one binary.
+
+  skiff server     run the control plane (etcd + API server) on this machine
+  skiff kubectl    run kubectl against it`,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.AddCommand(server.NewCommand(), kubectl.NewCommand(), version.NewCommand())
+	return cmd
+}

@@ -1,0 +1,146 @@
+// Package server is the `skiff server` command: its flags, their validation
+// into a server.Config, and signal handling around server.Run.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/server"
+)
+
+// Flags are the command-line flags of `skiff server`.
+type Flags struct {
+	DataDir        string
+	BindAddress    string
+	HTTPSPort      int
+	EtcdServers    []string
+	EtcdClientPort int
+	EtcdPeerPort   int
+	DisableAgent   bool
+}
+
+// DefaultFlags are the flags' defaults: a fresh machine needs none.
+func DefaultFlags() Flags {
+	return Flags{
+		DataDir:        server.DefaultDataDir,
+		BindAddress:    server.DefaultBindAddress,
+		HTTPSPort:      server.DefaultPort,
+		EtcdClientPort: etcd.DefaultClientPort,
+		EtcdPeerPort:   etcd.DefaultClientPort + 1,
+	}
+}
+
+// NewCommand builds `skiff server`.
+func NewCommand() *cobra.Command {
+	f := DefaultFlags()
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: embedded etcd and the Kubernetes API server",
+		Long: `Run the whole control plane in one process.
+
+On first start it creates the data directory, a CA and every certificate, and
+writes an admin kubeconfig to <data-dir>/admin.kubeconfig. Later starts reuse
+them. SIGINT or SIGTERM stops the API server, then etcd, and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			cfg.Out = cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for etcd data, certificates and the admin kubeconfig")
+	fs.StringVar(&f.BindAddress, "bind-address", f.BindAddress, "IP address the API server listens on (0.0.0.0 for all interfaces)")
+	fs.IntVar(&f.HTTPSPort, "https-listen-port", f.HTTPSPort, "port the API server listens on (0 picks a free port)")
+	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "client URLs of an external etcd cluster (comma-separated); when empty, etcd is embedded")
+	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
+	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "loopback peer port of the embedded etcd (0 picks a free port)")
+	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent on this host (accepted for compatibility; there is no node agent yet, so this has no effect)")
+	return cmd
+}
+
+// Config validates the flags into a server.Config.
+func (f Flags) Config() (server.Config, error) {
+	var errs []error
+	if strings.TrimSpace(f.DataDir) == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	dataDir, err := filepath.Abs(f.DataDir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--data-dir: %w", err))
+	}
+	if net.ParseIP(f.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", f.BindAddress))
+	}
+	for name, p := range map[string]int{"--https-listen-port": f.HTTPSPort, "--etcd-client-port": f.EtcdClientPort, "--etcd-peer-port": f.EtcdPeerPort} {
+		if p < 0 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d is out of range 0-65535", name, p))
+		}
+	}
+	var servers []string
+	for _, s := range f.EtcdServers {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--etcd-servers: %q is not an http(s)://host:port URL", s))
+			continue
+		}
+		servers = append(servers, s)
+	}
+	if len(servers) == 0 {
+		if f.EtcdClientPort != 0 && f.EtcdClientPort == f.EtcdPeerPort {
+			errs = append(errs, fmt.Errorf("--etcd-client-port and --etcd-peer-port are both %d", f.EtcdClientPort))
+		}
+		loopbackAPI := f.BindAddress == "" || isLoopbackOrAny(f.BindAddress)
+		if loopbackAPI && f.HTTPSPort != 0 && (f.HTTPSPort == f.EtcdClientPort || f.HTTPSPort == f.EtcdPeerPort) {
+			errs = append(errs, fmt.Errorf("--https-listen-port %d is also an etcd port", f.HTTPSPort))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return server.Config{}, err
+	}
+	return server.Config{
+		DataDir:        dataDir,
+		BindAddress:    f.BindAddress,
+		Port:           f.HTTPSPort,
+		EtcdServers:    servers,
+		EtcdClientPort: f.EtcdClientPort,
+		EtcdPeerPort:   f.EtcdPeerPort,
+		DisableAgent:   f.DisableAgent,
+	}, nil
+}
+
+func isLoopbackOrAny(addr string) bool {
+	ip := net.ParseIP(addr)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// Run is a convenience for tests and other callers: validate and run.
+func Run(ctx context.Context, f Flags) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, cfg)
+}

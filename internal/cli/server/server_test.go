@@ -1,0 +1,96 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/skiff-sh/skiff/internal/server"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg, err := DefaultFlags().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := server.Config{
+		DataDir: "/var/lib/skiff", BindAddress: "127.0.0.1", Port: 6443,
+		EtcdClientPort: 2379, EtcdPeerPort: 2380,
+	}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+}
+
+func TestFlagParsing(t *testing.T) {
+	cmd := NewCommand()
+	if err := cmd.ParseFlags([]string{
+		"--data-dir=/tmp/x", "--bind-address=0.0.0.0", "--https-listen-port=7443",
+		"--etcd-servers=http://a:2379,https://b:2379", "--etcd-client-port=0", "--disable-agent",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"data-dir": "/tmp/x", "bind-address": "0.0.0.0", "https-listen-port": "7443",
+		"etcd-servers": "[http://a:2379,https://b:2379]", "etcd-client-port": "0", "disable-agent": "true",
+	} {
+		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q", name, got, want)
+		}
+	}
+	if !strings.Contains(cmd.Flags().Lookup("disable-agent").Usage, "no effect") {
+		t.Error("--disable-agent help does not say it has no effect yet")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Flags)
+		wantErr string // empty: valid
+		check   func(t *testing.T, c server.Config)
+	}{
+		{name: "relative data dir becomes absolute", mutate: func(f *Flags) { f.DataDir = "data" }, check: func(t *testing.T, c server.Config) {
+			if !strings.HasPrefix(c.DataDir, "/") || !strings.HasSuffix(c.DataDir, "/data") {
+				t.Errorf("DataDir = %q, want an absolute path ending in /data", c.DataDir)
+			}
+		}},
+		{name: "empty data dir", mutate: func(f *Flags) { f.DataDir = " " }, wantErr: "--data-dir must not be empty"},
+		{name: "hostname bind address", mutate: func(f *Flags) { f.BindAddress = "localhost" }, wantErr: `--bind-address "localhost" is not an IP address`},
+		{name: "port out of range", mutate: func(f *Flags) { f.HTTPSPort = 70000 }, wantErr: "--https-listen-port 70000 is out of range"},
+		{name: "negative etcd port", mutate: func(f *Flags) { f.EtcdClientPort = -1 }, wantErr: "--etcd-client-port -1 is out of range"},
+		{name: "free ports", mutate: func(f *Flags) { f.HTTPSPort, f.EtcdClientPort, f.EtcdPeerPort = 0, 0, 0 }},
+		{name: "api port clashes with etcd", mutate: func(f *Flags) { f.HTTPSPort = 2379 }, wantErr: "--https-listen-port 2379 is also an etcd port"},
+		{name: "etcd ports clash", mutate: func(f *Flags) { f.EtcdPeerPort = 2379 }, wantErr: "--etcd-client-port and --etcd-peer-port are both 2379"},
+		{name: "bad etcd server", mutate: func(f *Flags) { f.EtcdServers = []string{"127.0.0.1:2379"} }, wantErr: `"127.0.0.1:2379" is not an http(s)://host:port URL`},
+		{name: "external etcd", mutate: func(f *Flags) { f.EtcdServers = []string{"https://etcd-0:2379", " "} }, check: func(t *testing.T, c server.Config) {
+			if diff := cmp.Diff([]string{"https://etcd-0:2379"}, c.EtcdServers); diff != "" {
+				t.Errorf("EtcdServers (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "external etcd ignores embedded port clash", mutate: func(f *Flags) {
+			f.EtcdServers = []string{"http://etcd:2379"}
+			f.HTTPSPort = 2379
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := DefaultFlags()
+			tc.mutate(&f)
+			cfg, err := f.Config()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Config() error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Config() = %v", err)
+			}
+			if tc.check != nil {
+				tc.check(t, cfg)
+			}
+		})
+	}
+}

@@ -1,0 +1,188 @@
+// Package server wires the components of `skiff server` together: data
+// directory, PKI, etcd, API server and bootstrap objects, started in order
+// and stopped in reverse order when the context ends.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/pki"
+	"github.com/skiff-sh/skiff/internal/server/bootstrap"
+	"github.com/skiff-sh/skiff/internal/server/lifecycle"
+)
+
+// Defaults.
+const (
+	DefaultDataDir      = "/var/lib/skiff"
+	DefaultBindAddress  = "127.0.0.1"
+	DefaultPort         = 6443
+	DefaultReadyTimeout = 60 * time.Second
+)
+
+// Config is the validated configuration of `skiff server`.
+type Config struct {
+	// DataDir holds etcd, pki and the admin kubeconfig.
+	DataDir string
+	// BindAddress and Port are where the API server listens.
+	BindAddress string
+	Port        int
+	// EtcdServers, when set, are an external etcd cluster's client URLs and
+	// nothing is embedded.
+	EtcdServers []string
+	// EtcdClientPort and EtcdPeerPort are the embedded member's loopback
+	// ports (0 picks a free one).
+	EtcdClientPort int
+	EtcdPeerPort   int
+	// DisableAgent skips the node agent (there is no agent yet; accepted
+	// for compatibility).
+	DisableAgent bool
+	// ReadyTimeout bounds each start step and the bootstrap (default 60 s).
+	ReadyTimeout time.Duration
+	// Out receives the human-readable start-up summary (default stderr).
+	Out io.Writer
+}
+
+// Paths inside the data directory.
+func PKIDir(dataDir string) string  { return filepath.Join(dataDir, "pki") }
+func EtcdDir(dataDir string) string { return filepath.Join(dataDir, "etcd") }
+func AdminKubeconfigPath(dataDir string) string {
+	return filepath.Join(dataDir, pki.AdminKubeconfigFile)
+}
+
+// ClientHost is the host clients on this machine use to reach an API server
+// bound to bindAddress.
+func ClientHost(bindAddress string) string {
+	ip := net.ParseIP(bindAddress)
+	if bindAddress == "" || (ip != nil && (ip.IsUnspecified() || ip.IsLoopback())) {
+		return "127.0.0.1"
+	}
+	return bindAddress
+}
+
+// Run starts the control plane and blocks until ctx is done or a component
+// fails; then it stops the API server, then etcd.
+func Run(ctx context.Context, cfg Config) (err error) {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stderr
+	}
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	bundle, err := pki.Ensure(PKIDir(cfg.DataDir), pki.Options{BindAddress: cfg.BindAddress})
+	if err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+
+	store := etcd.New(etcd.Options{
+		Dir:        EtcdDir(cfg.DataDir),
+		ClientPort: cfg.EtcdClientPort,
+		PeerPort:   cfg.EtcdPeerPort,
+		Servers:    cfg.EtcdServers,
+	})
+	etcdHandle, err := lifecycle.Launch(ctx, "etcd", store, cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := etcdHandle.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+	logger.V(1).Info("etcd ready", "endpoints", store.Endpoints())
+
+	api, err := apiserver.New(apiserver.Config{
+		Etcd:        store.Client(),
+		ClientCA:    bundle.CAPool,
+		ServingCert: bundle.Serving,
+		BindAddress: cfg.BindAddress,
+		Port:        cfg.Port,
+	})
+	if err != nil {
+		return fmt.Errorf("apiserver: %w", err)
+	}
+	apiHandle, err := lifecycle.Launch(ctx, "apiserver", api, cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	// Deferred calls run in reverse: the API server stops before etcd.
+	defer func() {
+		if stopErr := apiHandle.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+
+	port := ListenPort(api.Addr(), cfg.Port)
+	serverURL := pki.ServerURL(ClientHost(cfg.BindAddress), port)
+	kubeconfig := AdminKubeconfigPath(cfg.DataDir)
+	if err := bundle.WriteAdminKubeconfig(kubeconfig, serverURL); err != nil {
+		return fmt.Errorf("admin kubeconfig: %w", err)
+	}
+
+	client, err := kubernetes.NewForConfig(bundle.AdminRESTConfig(serverURL))
+	if err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	bootCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	err = bootstrap.Run(bootCtx, client, bootstrap.Options{Port: port, EndpointIP: cfg.BindAddress})
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(cfg.Out, "Skiff is ready in %v: API server at %s.\n", time.Since(start).Round(time.Millisecond), serverURL)
+	fmt.Fprintf(cfg.Out, "Admin kubeconfig: %s\n", kubeconfig)
+	if cfg.DataDir == DefaultDataDir {
+		fmt.Fprintf(cfg.Out, "Try: skiff kubectl get namespaces\n")
+	} else {
+		fmt.Fprintf(cfg.Out, "Try: skiff kubectl --kubeconfig %s get namespaces\n", kubeconfig)
+	}
+	if cfg.DisableAgent {
+		logger.V(1).Info("Node agent disabled")
+	}
+
+	select {
+	case <-ctx.Done():
+		logger.V(1).Info("Shutting down")
+		return nil
+	case <-apiHandle.Done():
+		return fmt.Errorf("stopped unexpectedly: %w", orStopped(apiHandle.Err(), "apiserver"))
+	case <-etcdHandle.Done():
+		return fmt.Errorf("stopped unexpectedly: %w", orStopped(etcdHandle.Err(), "etcd"))
+	}
+}
+
+func orStopped(err error, name string) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s exited", name)
+}
+
+// ListenPort is the port in addr ("host:port"), or fallback if addr has none.
+func ListenPort(addr string, fallback int) int {
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil && n > 0 {
+			return n
+		}
+	}
+	return fallback
+}
