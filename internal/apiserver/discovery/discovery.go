@@ -115,15 +115,15 @@ var knownSubresources = map[string]subresourceInfo{
 // knownVerbs are upstream's verbs for built-in resources that do not serve
 // AllVerbs, used when the Strategy does not implement VerbLister.
 var knownVerbs = map[schema.GroupResource][]string{
-	{Resource: "bindings"}:          {"create"},
-	{Resource: "componentstatuses"}: {"get", "list"},
-	{Resource: "namespaces"}:        {"create", "delete", "get", "list", "patch", "update", "watch"},
-	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:                {"create"},
-	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:          {"create"},
-	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:         {"create"},
-	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}:     {"create"},
-	{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}:    {"create"},
-	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:      {"create"},
+	{Resource: "bindings"}:                                                 {"create"},
+	{Resource: "componentstatuses"}:                                        {"get", "list"},
+	{Resource: "namespaces"}:                                               {"create", "delete", "get", "list", "patch", "update", "watch"},
+	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:             {"create"},
+	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:       {"create"},
+	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:      {"create"},
+	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}:  {"create"},
+	{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}: {"create"},
+	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:   {"create"},
 }
 
 func verbsOf(r registry.Resource) []string {

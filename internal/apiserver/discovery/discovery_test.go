@@ -59,7 +59,9 @@ func testResources() []registry.Resource {
 	}
 }
 
-func testVersion() version.Info { return VersionInfo("v1.37.2+skiff", "abc123", "2026-01-02T03:04:05Z") }
+func testVersion() version.Info {
+	return VersionInfo("v1.37.2+skiff", "abc123", "2026-01-02T03:04:05Z")
+}
 
 func do(t *testing.T, h http.Handler, method, path, accept string) *httptest.ResponseRecorder {
 	t.Helper()
