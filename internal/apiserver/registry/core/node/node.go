@@ -60,6 +60,7 @@ var _ registry.Strategy = Strategy{}
 // upstream's TaintNodesByCondition admission plugin does.
 func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	node := obj.(*corev1.Node)
+	syncPodCIDRs(&node.Spec)
 	defaultStatus(&node.Status)
 	AddNotReadyTaint(node)
 }
@@ -84,9 +85,22 @@ func defaultStatus(s *corev1.NodeStatus) {
 	}
 }
 
+// syncPodCIDRs keeps podCIDR and podCIDRs in step, as upstream's v1
+// conversion does: the list wins when both are set.
+func syncPodCIDRs(spec *corev1.NodeSpec) {
+	if len(spec.PodCIDRs) == 0 && spec.PodCIDR != "" {
+		spec.PodCIDRs = []string{spec.PodCIDR}
+	}
+	if len(spec.PodCIDRs) > 0 {
+		spec.PodCIDR = spec.PodCIDRs[0]
+	}
+}
+
 // PrepareForUpdate keeps the old status.
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
-	obj.(*corev1.Node).Status = old.(*corev1.Node).Status
+	node := obj.(*corev1.Node)
+	node.Status = old.(*corev1.Node).Status
+	syncPodCIDRs(&node.Spec)
 }
 
 // PrepareForStatusUpdate keeps the old spec.
@@ -111,9 +125,6 @@ func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) fie
 	if len(oldNode.Spec.PodCIDRs) > 0 && !equalStrings(node.Spec.PodCIDRs, oldNode.Spec.PodCIDRs) {
 		errs = append(errs, field.Forbidden(specPath.Child("podCIDRs"), "node updates may not change podCIDR except from \"\" to valid"))
 	}
-	if oldNode.Spec.PodCIDR != "" && node.Spec.PodCIDR != oldNode.Spec.PodCIDR {
-		errs = append(errs, field.Forbidden(specPath.Child("podCIDR"), "node updates may not change podCIDR except from \"\" to valid"))
-	}
 	if oldNode.Spec.ProviderID != "" && node.Spec.ProviderID != oldNode.Spec.ProviderID {
 		errs = append(errs, field.Forbidden(specPath.Child("providerID"), "node updates may not change providerID except from \"\" to valid"))
 	}
@@ -128,9 +139,6 @@ func (Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Objec
 func validateSpec(spec *corev1.NodeSpec) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec")
-	if spec.PodCIDR != "" && len(spec.PodCIDRs) > 0 && spec.PodCIDRs[0] != spec.PodCIDR {
-		errs = append(errs, field.Invalid(path.Child("podCIDRs"), spec.PodCIDRs, "the first entry must match podCIDR"))
-	}
 	for i, cidr := range spec.PodCIDRs {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {
 			errs = append(errs, field.Invalid(path.Child("podCIDRs").Index(i), cidr, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"))

@@ -139,3 +139,16 @@ func TestTableRow(t *testing.T) {
 		})
 	}
 }
+
+func TestPodCIDRSync(t *testing.T) {
+	node := &corev1.Node{Spec: corev1.NodeSpec{PodCIDR: "10.42.3.0/24"}}
+	Strategy{}.PrepareForCreate(context.Background(), node)
+	if diff := cmp.Diff([]string{"10.42.3.0/24"}, node.Spec.PodCIDRs); diff != "" {
+		t.Errorf("podCIDRs (-want +got):\n%s", diff)
+	}
+	upd := &corev1.Node{Spec: corev1.NodeSpec{PodCIDR: "stale", PodCIDRs: []string{"10.42.4.0/24"}}}
+	Strategy{}.PrepareForUpdate(context.Background(), upd, &corev1.Node{})
+	if upd.Spec.PodCIDR != "10.42.4.0/24" {
+		t.Errorf("podCIDR = %q", upd.Spec.PodCIDR)
+	}
+}

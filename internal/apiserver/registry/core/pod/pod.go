@@ -102,6 +102,7 @@ func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 func (Strategy) PrepareForStatusUpdate(ctx context.Context, obj, old runtime.Object) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 	pod.Spec = oldPod.Spec
+	syncIPs(&pod.Status)
 	pod.DeletionTimestamp = oldPod.DeletionTimestamp
 	pod.OwnerReferences = oldPod.OwnerReferences
 	if pod.Status.QOSClass == "" {
@@ -123,6 +124,23 @@ func (Strategy) PrepareForStatusUpdate(ctx context.Context, obj, old runtime.Obj
 		if c.ObservedGeneration == 0 {
 			pod.Status.Conditions[i].ObservedGeneration = gens[0]
 		}
+	}
+}
+
+// syncIPs keeps the singular and plural IP fields of a status in step, as
+// upstream's v1 conversion does: the plural list wins when both are set.
+func syncIPs(s *corev1.PodStatus) {
+	if len(s.PodIPs) == 0 && s.PodIP != "" {
+		s.PodIPs = []corev1.PodIP{{IP: s.PodIP}}
+	}
+	if len(s.PodIPs) > 0 {
+		s.PodIP = s.PodIPs[0].IP
+	}
+	if len(s.HostIPs) == 0 && s.HostIP != "" {
+		s.HostIPs = []corev1.HostIP{{IP: s.HostIP}}
+	}
+	if len(s.HostIPs) > 0 {
+		s.HostIP = s.HostIPs[0].IP
 	}
 }
 

@@ -394,3 +394,27 @@ func TestTableRow(t *testing.T) {
 		})
 	}
 }
+
+func TestStatusUpdateSyncsIPs(t *testing.T) {
+	tests := []struct {
+		name string
+		in   corev1.PodStatus
+		want corev1.PodStatus
+	}{
+		{name: "singular only", in: corev1.PodStatus{PodIP: "10.42.0.5", HostIP: "192.0.2.1"},
+			want: corev1.PodStatus{PodIP: "10.42.0.5", PodIPs: []corev1.PodIP{{IP: "10.42.0.5"}}, HostIP: "192.0.2.1", HostIPs: []corev1.HostIP{{IP: "192.0.2.1"}}}},
+		{name: "plural wins", in: corev1.PodStatus{PodIP: "10.42.0.9", PodIPs: []corev1.PodIP{{IP: "10.42.0.5"}, {IP: "fd00::5"}}},
+			want: corev1.PodStatus{PodIP: "10.42.0.5", PodIPs: []corev1.PodIP{{IP: "10.42.0.5"}, {IP: "fd00::5"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := validPod()
+			pod := old.DeepCopy()
+			pod.Status = tc.in
+			Strategy{}.PrepareForStatusUpdate(context.Background(), pod, old)
+			if diff := cmp.Diff(tc.want, pod.Status); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package pod
 import (
 	"fmt"
 	"math"
+	"net"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
@@ -695,8 +696,8 @@ func validatePodStatusUpdate(pod, old *corev1.Pod) field.ErrorList {
 		}
 	}
 	for i, ip := range pod.Status.PodIPs {
-		if i == 0 && ip.IP != pod.Status.PodIP {
-			errs = append(errs, field.Invalid(statusPath.Child("podIPs").Index(0).Child("ip"), ip.IP, "must be equal to podIP"))
+		if net.ParseIP(ip.IP) == nil {
+			errs = append(errs, field.Invalid(statusPath.Child("podIPs").Index(i).Child("ip"), ip.IP, "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
 		}
 	}
 	errs = append(errs, validateContainerStatusNames(pod.Status.ContainerStatuses, pod.Spec.Containers, statusPath.Child("containerStatuses"))...)
