@@ -418,3 +418,33 @@ func TestStatusUpdateSyncsIPs(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateStatusUpdate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   []string
+	}{
+		{name: "running", mutate: func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app"}}
+		}},
+		{name: "unknown container", mutate: func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "ghost"}}
+		}, want: []string{"FieldValueNotFound status.containerStatuses[0].name"}},
+		{name: "qos changed", mutate: func(p *corev1.Pod) { p.Status.QOSClass = corev1.PodQOSGuaranteed }, want: []string{"FieldValueInvalid status.qosClass"}},
+		{name: "bad pod IP", mutate: func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "nope"}} }, want: []string{"FieldValueInvalid status.podIPs[0].ip"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old := validPod()
+			old.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort}
+			pod := old.DeepCopy()
+			tc.mutate(pod)
+			got := errorStrings(Strategy{}.ValidateStatusUpdate(context.Background(), pod, old))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

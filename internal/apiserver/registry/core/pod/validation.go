@@ -687,6 +687,7 @@ func validatePodStatusUpdate(pod, old *corev1.Pod) field.ErrorList {
 			errs = append(errs, field.Invalid(statusPath.Child("nominatedNodeName"), pod.Status.NominatedNodeName, msg))
 		}
 	}
+	errs = append(errs, apivalidation.ValidateImmutableField(pod.Status.QOSClass, old.Status.QOSClass, statusPath.Child("qosClass"))...)
 	if isTerminal(old.Status.Phase) && old.Status.Phase != pod.Status.Phase {
 		errs = append(errs, field.Forbidden(statusPath.Child("phase"), fmt.Sprintf("cannot transition from terminal phase %q to %q", old.Status.Phase, pod.Status.Phase)))
 	}
