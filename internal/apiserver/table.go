@@ -19,13 +19,13 @@ func metaOf(obj runtime.Object) (metav1.Object, error) {
 }
 
 func partialMetadata(obj runtime.Object) (*metav1.PartialObjectMetadata, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	om, ok := m.(*metav1.ObjectMeta)
+	mo, ok := obj.(metav1.ObjectMetaAccessor)
 	if !ok {
-		return nil, fmt.Errorf("unexpected metadata type %T", m)
+		return nil, fmt.Errorf("unexpected object type %T", obj)
+	}
+	om, ok := mo.GetObjectMeta().(*metav1.ObjectMeta)
+	if !ok {
+		return nil, fmt.Errorf("unexpected metadata type %T", mo.GetObjectMeta())
 	}
 	return &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
