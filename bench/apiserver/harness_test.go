@@ -1,0 +1,196 @@
+package apiserver_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/pki"
+)
+
+// cluster is one etcd member and one API server, both in-process.
+//
+// internal/testing/apiserver (the shared harness) did not exist when these
+// benchmarks were written, so this mirrors internal/apiserver/smoke_test.go.
+type cluster struct {
+	etcd *clientv3.Client
+	cfg  *rest.Config
+	// dials counts TCP connections opened by clients made with client().
+	dials atomic.Int64
+}
+
+// startCluster starts etcd (fsync skipped unless SKIFF_BENCH_FSYNC=1) and the
+// API server, and stops both when b ends.
+func startCluster(b *testing.B) *cluster {
+	b.Helper()
+	dir := b.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	e := etcd.New(etcd.Options{Dir: dir + "/etcd", UnsafeNoFsync: os.Getenv("SKIFF_BENCH_FSYNC") != "1"})
+	etcdErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		etcdErr <- e.Start(ctx)
+	}()
+	select {
+	case <-e.Ready():
+	case err := <-etcdErr:
+		b.Fatalf("etcd: %v", err)
+	case <-time.After(60 * time.Second):
+		b.Fatal("etcd not ready after 60s")
+	}
+	bundle, err := pki.Ensure(dir+"/pki", pki.Options{})
+	if err != nil {
+		b.Fatalf("pki: %v", err)
+	}
+	s, err := apiserver.New(apiserver.Config{Etcd: e.Client(), ClientCA: bundle.CAPool, ServingCert: bundle.Serving, CompactionInterval: -1})
+	if err != nil {
+		b.Fatalf("apiserver: %v", err)
+	}
+	srvErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		srvErr <- s.Start(ctx)
+	}()
+	select {
+	case <-s.Ready():
+	case err := <-srvErr:
+		b.Fatalf("apiserver: %v", err)
+	case <-time.After(60 * time.Second):
+		b.Fatal("apiserver not ready after 60s")
+	}
+	return &cluster{etcd: e.Client(), cfg: bundle.AdminRESTConfig("https://" + s.Addr())}
+}
+
+// client returns a clientset with its own transport, hence its own TCP
+// connection: client-go caches transports by TLS settings and dialer, and a
+// distinct Dial function per config defeats the cache. Client-side rate
+// limiting is off, and the wire format is contentType.
+func (c *cluster) client(b *testing.B, contentType string) kubernetes.Interface {
+	b.Helper()
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.QPS = -1
+	cfg.ContentType = contentType
+	cfg.AcceptContentTypes = contentType
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatalf("clientset: %v", err)
+	}
+	return cs
+}
+
+// clients returns n clients, each on its own connection.
+func (c *cluster) clients(b *testing.B, n int, contentType string) []kubernetes.Interface {
+	out := make([]kubernetes.Interface, n)
+	for i := range out {
+		out[i] = c.client(b, contentType)
+	}
+	return out
+}
+
+// createNamespace makes namespace ns.
+func createNamespace(b *testing.B, cs kubernetes.Interface, ns string) {
+	b.Helper()
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatalf("create namespace %s: %v", ns, err)
+	}
+}
+
+const protobuf = runtime.ContentTypeProtobuf
+
+// result is what a concurrent run measured.
+type result struct {
+	elapsed   time.Duration
+	latencies []time.Duration
+	ops       int
+}
+
+func (r result) opsPerSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
+
+// runConcurrent runs n operations spread over workers goroutines (worker w
+// calls op(w, i) for the i-th operation it takes) and times each one. The
+// first error stops the run and is returned.
+func runConcurrent(workers, n int, op func(worker, i int) error) (result, error) {
+	var (
+		next     atomic.Int64
+		firstErr error
+		errOnce  sync.Once
+		failed   atomic.Bool
+		wg       sync.WaitGroup
+	)
+	lats := make([][]time.Duration, workers)
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := op(w, i); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					failed.Store(true)
+					return
+				}
+				lats[w] = append(lats[w], time.Since(t0))
+			}
+		}(w)
+	}
+	wg.Wait()
+	r := result{elapsed: time.Since(start), ops: n}
+	for _, l := range lats {
+		r.latencies = append(r.latencies, l...)
+	}
+	return r, firstErr
+}
+
+// percentile returns the p-th percentile (0..100) of ds, nearest rank; ds is
+// sorted in place.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	rank := int(p/100*float64(len(ds))+0.5) - 1
+	rank = max(0, min(rank, len(ds)-1))
+	return ds[rank]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// report records throughput and latency of r under the given prefix
+// ("" for the API server, "etcd_" for the baseline).
+func report(b *testing.B, prefix string, r result) {
+	b.ReportMetric(r.opsPerSec(), prefix+"ops/s")
+	b.ReportMetric(ms(percentile(r.latencies, 50)), prefix+"p50_ms")
+	b.ReportMetric(ms(percentile(r.latencies, 99)), prefix+"p99_ms")
+}
