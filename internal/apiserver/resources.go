@@ -1,40 +1,33 @@
 package apiserver
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/namespace"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/node"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/pod"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
+	coreevent "github.com/skiff-sh/skiff/internal/apiserver/registry/core/event"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/service"
+	eventsk8s "github.com/skiff-sh/skiff/internal/apiserver/registry/events/event"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // builtinResources is every resource the server serves, built in one
 // place.
 func builtinResources(alloc *allocator.Services) []registry.Resource {
-	return []registry.Resource{
-		pod.Resource(),
-		node.Resource(),
-		namespace.Resource(),
+	rs := core.CoreResourcesPart1()
+	rs = append(rs,
 		service.Resource(alloc),
 		generic(corev1.SchemeGroupVersion, "endpoints", "Endpoints", "endpoints", true, "services/endpoints", []string{"ep"}, nil,
 			func() runtime.Object { return &corev1.Endpoints{} }, func() runtime.Object { return &corev1.EndpointsList{} }),
-		generic(corev1.SchemeGroupVersion, "configmaps", "ConfigMap", "configmap", true, "configmaps", []string{"cm"}, nil,
-			func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} }),
-		generic(corev1.SchemeGroupVersion, "secrets", "Secret", "secret", true, "secrets", nil, nil,
-			func() runtime.Object { return &corev1.Secret{} }, func() runtime.Object { return &corev1.SecretList{} }),
-		generic(corev1.SchemeGroupVersion, "serviceaccounts", "ServiceAccount", "serviceaccount", true, "serviceaccounts", []string{"sa"}, nil,
-			func() runtime.Object { return &corev1.ServiceAccount{} }, func() runtime.Object { return &corev1.ServiceAccountList{} }),
-		generic(corev1.SchemeGroupVersion, "events", "Event", "event", true, "events", []string{"ev"}, nil,
-			func() runtime.Object { return &corev1.Event{} }, func() runtime.Object { return &corev1.EventList{} }),
 		withSub(generic(appsv1.SchemeGroupVersion, "deployments", "Deployment", "deployment", true, "deployments", []string{"deploy"}, []string{"all"},
 			func() runtime.Object { return &appsv1.Deployment{} }, func() runtime.Object { return &appsv1.DeploymentList{} }), "status"),
 		withSub(generic(appsv1.SchemeGroupVersion, "replicasets", "ReplicaSet", "replicaset", true, "replicasets", []string{"rs"}, []string{"all"},
@@ -43,7 +36,8 @@ func builtinResources(alloc *allocator.Services) []registry.Resource {
 			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }),
 		generic(discoveryv1.SchemeGroupVersion, "endpointslices", "EndpointSlice", "endpointslice", true, "endpointslices", nil, nil,
 			func() runtime.Object { return &discoveryv1.EndpointSlice{} }, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }),
-	}
+	)
+	return rs
 }
 
 func generic(gv schema.GroupVersion, plural, kind, singular string, namespaced bool, prefix string, short, cats []string, newFn, newList func() runtime.Object) registry.Resource {
@@ -66,5 +60,32 @@ func withSub(r registry.Resource, subs ...string) registry.Resource {
 
 // storageCodec is how a resource's objects are kept in etcd.
 func storageCodec(res registry.Resource, gvk schema.GroupVersionKind) storage.Codec {
+	if gvk == eventsv1.SchemeGroupVersion.WithKind("Event") {
+		return storage.ConvertingCodec{
+			Storage:   storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("Event")},
+			NewStored: func() runtime.Object { return &corev1.Event{} },
+			ToStored: func(o runtime.Object) (runtime.Object, error) {
+				ev, ok := o.(*eventsv1.Event)
+				if !ok {
+					return nil, fmt.Errorf("expected events.k8s.io/v1 Event, got %T", o)
+				}
+				return eventsk8s.ToCore(ev), nil
+			},
+			FromStored: func(stored, into runtime.Object) error {
+				*into.(*eventsv1.Event) = *eventsk8s.FromCore(stored.(*corev1.Event))
+				return nil
+			},
+			GVK: gvk,
+		}
+	}
 	return storage.ProtobufCodec{GVK: gvk}
+}
+
+// storageTTL is how long a resource's objects live (events: one hour, as
+// upstream's --event-ttl).
+func storageTTL(res registry.Resource) int64 {
+	if res.Resource == "events" {
+		return int64(coreevent.TTLSeconds)
+	}
+	return 0
 }

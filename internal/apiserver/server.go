@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		res := res
 		gvk := res.GroupVersion.WithKind(res.Kind)
 		codec := storageCodec(res, gvk)
-		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics})
+		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: storageTTL(res)})
 		h := &resourceHandler{}
 		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },

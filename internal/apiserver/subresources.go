@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	podregistry "github.com/skiff-sh/skiff/internal/apiserver/registry/core/pod"
 )
 
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
@@ -143,19 +145,8 @@ func (h *resourceHandler) serveBinding(ctx context.Context, w http.ResponseWrite
 		if b.UID != "" && b.UID != pod.UID {
 			return nil, apierrors.NewConflict(h.gr, pod.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", b.UID, pod.UID))
 		}
-		if pod.DeletionTimestamp != nil {
-			return nil, apierrors.NewConflict(h.gr, pod.Name, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
-		}
-		if pod.Spec.NodeName != "" {
-			return nil, apierrors.NewConflict(h.gr, pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
-		}
-		pod.Spec.NodeName = b.Target.Name
-		setPodCondition(pod, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
-		for k, v := range b.Annotations {
-			if pod.Annotations == nil {
-				pod.Annotations = map[string]string{}
-			}
-			pod.Annotations[k] = v
+		if err := podregistry.ApplyBinding(pod, b); err != nil {
+			return nil, apierrors.NewConflict(h.gr, pod.Name, err)
 		}
 		return pod, nil
 	})
@@ -167,19 +158,6 @@ func (h *resourceHandler) serveBinding(ctx context.Context, w http.ResponseWrite
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess, Code: http.StatusCreated,
 	})
-}
-
-func setPodCondition(pod *corev1.Pod, c corev1.PodCondition) {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == c.Type {
-			if pod.Status.Conditions[i].Status == c.Status {
-				return
-			}
-			pod.Status.Conditions[i] = c
-			return
-		}
-	}
-	pod.Status.Conditions = append(pod.Status.Conditions, c)
 }
 
 // finalize applies namespaces/finalize: only spec.finalizers change.

@@ -77,3 +77,35 @@ func setRV(obj runtime.Object, rev int64) error {
 	a.SetResourceVersion(formatRV(rev))
 	return nil
 }
+
+// ConvertingCodec stores objects of one API version in another's format:
+// events.k8s.io/v1 Events are kept as core/v1 Events, as upstream does, so
+// both APIs read the same objects.
+type ConvertingCodec struct {
+	Storage   Codec
+	NewStored func() runtime.Object
+	// ToStored and FromStored convert between the served and stored types.
+	ToStored   func(runtime.Object) (runtime.Object, error)
+	FromStored func(stored, into runtime.Object) error
+	GVK        schema.GroupVersionKind
+}
+
+func (c ConvertingCodec) Encode(obj runtime.Object) ([]byte, error) {
+	stored, err := c.ToStored(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.Storage.Encode(stored)
+}
+
+func (c ConvertingCodec) Decode(data []byte, into runtime.Object) error {
+	stored := c.NewStored()
+	if err := c.Storage.Decode(data, stored); err != nil {
+		return err
+	}
+	if err := c.FromStored(stored, into); err != nil {
+		return err
+	}
+	into.GetObjectKind().SetGroupVersionKind(c.GVK)
+	return nil
+}

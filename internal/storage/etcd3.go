@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -34,17 +35,42 @@ type Store struct {
 	newFunc  func() runtime.Object
 	resource string // metric label, e.g. "pods"
 	observer Observer
-	// pagingPrefix is the key prefix continue tokens are relative to.
+	ttl      int64
+
+	leaseMu      sync.Mutex
+	leaseID      clientv3.LeaseID
+	leaseGranted time.Time
 }
 
 // StoreOptions are the optional parts of a Store.
 type StoreOptions struct {
 	Observer Observer
+	// TTL, when positive, makes every write expire after about that many
+	// seconds (upstream keeps events for an hour this way). Writes within
+	// a minute share one etcd lease.
+	TTL int64
 }
 
 // NewStore returns a store for one resource's objects.
 func NewStore(client *clientv3.Client, codec Codec, newFunc func() runtime.Object, resource string, opts StoreOptions) *Store {
-	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer}
+	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer, ttl: opts.TTL}
+}
+
+// putOpts attaches the shared lease when the store has a TTL.
+func (s *Store) putOpts(ctx context.Context) ([]clientv3.OpOption, error) {
+	if s.ttl <= 0 {
+		return nil, nil
+	}
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if s.leaseID == 0 || time.Since(s.leaseGranted) > time.Minute {
+		resp, err := s.client.Grant(ctx, s.ttl+60)
+		if err != nil {
+			return nil, err
+		}
+		s.leaseID, s.leaseGranted = resp.ID, time.Now()
+	}
+	return []clientv3.OpOption{clientv3.WithLease(s.leaseID)}, nil
 }
 
 var _ Interface = (*Store)(nil)
@@ -107,10 +133,14 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object)
 	if err != nil {
 		return err
 	}
+	popts, err := s.putOpts(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(data))).
+		Then(clientv3.OpPut(key, string(data), popts...)).
 		Commit()
 	s.observe("create", start)
 	if err != nil {
@@ -201,10 +231,14 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 			// Nothing changed: no write, the object keeps its revision.
 			return s.decode(kv.Value, out, kv.ModRevision)
 		}
+		popts, err := s.putOpts(ctx)
+		if err != nil {
+			return err
+		}
 		start = time.Now()
 		txn, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(key, string(data))).
+			Then(clientv3.OpPut(key, string(data), popts...)).
 			Commit()
 		s.observe("update", start)
 		if err != nil {

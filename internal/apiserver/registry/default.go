@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -23,7 +23,7 @@ var _ Strategy = DefaultStrategy{}
 func (DefaultStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object)            {}
 func (DefaultStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object)       {}
 func (DefaultStrategy) PrepareForStatusUpdate(ctx context.Context, obj, old runtime.Object) {}
-func (DefaultStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList   { return nil }
+func (DefaultStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList    { return nil }
 func (DefaultStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	return nil
 }
