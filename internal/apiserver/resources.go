@@ -3,19 +3,19 @@ package apiserver
 import (
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/apps"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/coordination"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
 	coreevent "github.com/skiff-sh/skiff/internal/apiserver/registry/core/event"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/service"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/discovery"
 	eventsk8s "github.com/skiff-sh/skiff/internal/apiserver/registry/events/event"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -24,19 +24,9 @@ import (
 // place.
 func builtinResources(alloc *allocator.Services) []registry.Resource {
 	rs := core.CoreResourcesPart1()
-	rs = append(rs,
-		service.Resource(alloc),
-		generic(corev1.SchemeGroupVersion, "endpoints", "Endpoints", "endpoints", true, "services/endpoints", []string{"ep"}, nil,
-			func() runtime.Object { return &corev1.Endpoints{} }, func() runtime.Object { return &corev1.EndpointsList{} }),
-		withSub(generic(appsv1.SchemeGroupVersion, "deployments", "Deployment", "deployment", true, "deployments", []string{"deploy"}, []string{"all"},
-			func() runtime.Object { return &appsv1.Deployment{} }, func() runtime.Object { return &appsv1.DeploymentList{} }), "status"),
-		withSub(generic(appsv1.SchemeGroupVersion, "replicasets", "ReplicaSet", "replicaset", true, "replicasets", []string{"rs"}, []string{"all"},
-			func() runtime.Object { return &appsv1.ReplicaSet{} }, func() runtime.Object { return &appsv1.ReplicaSetList{} }), "status"),
-		generic(coordinationv1.SchemeGroupVersion, "leases", "Lease", "lease", true, "leases", nil, nil,
-			func() runtime.Object { return &coordinationv1.Lease{} }, func() runtime.Object { return &coordinationv1.LeaseList{} }),
-		generic(discoveryv1.SchemeGroupVersion, "endpointslices", "EndpointSlice", "endpointslice", true, "endpointslices", nil, nil,
-			func() runtime.Object { return &discoveryv1.EndpointSlice{} }, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }),
-	)
+	rs = append(rs, core.CoreResourcesPart2(alloc)...)
+	rs = append(rs, apps.Resources()...)
+	rs = append(rs, coordination.Resource(), discovery.Resource())
 	return rs
 }
 
@@ -88,4 +78,12 @@ func storageTTL(res registry.Resource) int64 {
 		return int64(coreevent.TTLSeconds)
 	}
 	return 0
+}
+
+// appsScaler serves /scale of deployments and replicasets.
+type appsScaler struct{}
+
+func (appsScaler) ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) { return apps.ScaleOf(obj) }
+func (appsScaler) ApplyScale(obj runtime.Object, s *autoscalingv1.Scale) error {
+	return apps.ApplyScale(obj, s)
 }
