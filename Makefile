@@ -1,0 +1,36 @@
+# Skiff: build, run and test. `make help` lists the targets.
+
+GO           ?= go
+BIN          := bin/skiff
+DATA_DIR     ?= /var/lib/skiff
+TEST_TIMEOUT ?= 20m
+# Two packages at a time: the machines have two cores.
+TEST_FLAGS   ?= -p 2
+TEST_PKGS    ?= ./...
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS      := -X github.com/skiff-sh/skiff/internal/cli/version.version=$(VERSION)
+
+.PHONY: help setup build run test clean
+
+help:
+	@echo "make build   build $(BIN)"
+	@echo "make run     install what is missing, build, run '$(BIN) server --data-dir $(DATA_DIR)' in the foreground"
+	@echo "make test    install what is missing, build, run every test (go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(TEST_PKGS))"
+	@echo "make clean   remove bin/"
+
+setup:
+	@bash scripts/setup.sh
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/skiff
+
+run: setup build
+	./$(BIN) server --data-dir $(DATA_DIR) $(ARGS)
+
+# The e2e tests use the binary built here (SKIFF_BINARY) instead of building
+# their own.
+test: setup build
+	SKIFF_BINARY=$(abspath $(BIN)) $(GO) test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(TEST_PKGS)
+
+clean:
+	rm -rf bin
