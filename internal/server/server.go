@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
-	err = bootstrap.Run(bootCtx, client, bootstrap.Options{Port: port, EndpointIP: cfg.BindAddress})
+	err = bootstrap.Run(bootCtx, client, bootstrap.Options{Port: port, EndpointIP: bootstrap.AdvertiseAddress(cfg.BindAddress)})
 	cancel()
 	if err != nil {
 		return err

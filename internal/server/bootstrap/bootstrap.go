@@ -31,7 +31,6 @@ func SystemNamespaces() []string {
 // Defaults.
 const (
 	DefaultServiceIP     = "10.43.0.1"
-	DefaultEndpointIP    = "127.0.0.1"
 	DefaultRetryInterval = 500 * time.Millisecond
 	// ServiceName is the API server's Service in the default namespace.
 	ServiceName = "kubernetes"
@@ -44,8 +43,8 @@ type Options struct {
 	// Port is the port the API server listens on (required).
 	Port int
 	// EndpointIP is the address written into the Endpoints and
-	// EndpointSlice (default 127.0.0.1; an unspecified address such as
-	// 0.0.0.0 is replaced by the default too).
+	// EndpointSlice (see AdvertiseAddress). When it is empty or unspecified
+	// (0.0.0.0) those two objects are not written.
 	EndpointIP string
 	// ServiceIP is the ClusterIP of the kubernetes Service (default 10.43.0.1).
 	ServiceIP string
@@ -58,7 +57,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("bootstrap: invalid API server port %d", o.Port)
 	}
 	if ip := net.ParseIP(o.EndpointIP); ip == nil || ip.IsUnspecified() {
-		o.EndpointIP = DefaultEndpointIP
+		o.EndpointIP = ""
 	}
 	if o.ServiceIP == "" {
 		o.ServiceIP = DefaultServiceIP
@@ -108,6 +107,10 @@ func Once(ctx context.Context, client kubernetes.Interface, opts Options) error 
 	}
 	if err := ensureService(ctx, client, opts); err != nil {
 		return err
+	}
+	if opts.EndpointIP == "" {
+		klog.FromContext(ctx).V(1).Info("No usable address for the kubernetes Endpoints; not writing them")
+		return nil
 	}
 	if err := ensureEndpoints(ctx, client, opts); err != nil {
 		return err

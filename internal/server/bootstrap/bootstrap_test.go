@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -47,6 +48,9 @@ func read(t *testing.T, c *fake.Clientset) state {
 	}
 	s.Service, s.SvcLabels = svc.Spec, svc.Labels
 	ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return s
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +65,13 @@ func read(t *testing.T, c *fake.Clientset) state {
 	return s
 }
 
+// want is the expected state; ip "" means no Endpoints or EndpointSlice.
 func want(ip string, port int32) state {
 	addrType := discoveryv1.AddressTypeIPv4
 	if strings.Contains(ip, ":") {
 		addrType = discoveryv1.AddressTypeIPv6
 	}
-	return state{
+	st := state{
 		Namespaces: []string{"default", "kube-node-lease", "kube-public", "kube-system"},
 		Service: corev1.ServiceSpec{
 			Type:            corev1.ServiceTypeClusterIP,
@@ -87,6 +92,10 @@ func want(ip string, port int32) state {
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
 		},
 	}
+	if ip == "" {
+		st.Endpoints, st.EpLabels, st.Slice = nil, nil, discoveryv1.EndpointSlice{}
+	}
+	return st
 }
 
 func TestOnce(t *testing.T) {
@@ -97,19 +106,20 @@ func TestOnce(t *testing.T) {
 		opts     Options
 		want     state
 	}{
-		{name: "empty cluster", opts: Options{Port: 6443}, want: want("127.0.0.1", 6443)},
-		{name: "unspecified bind address", opts: Options{Port: 6443, EndpointIP: "0.0.0.0"}, want: want("127.0.0.1", 6443)},
-		{name: "explicit address", opts: Options{Port: 6443, EndpointIP: "192.0.2.7"}, want: want("192.0.2.7", 6443)},
-		{name: "ipv6 address", opts: Options{Port: 6443, EndpointIP: "::1"}, want: want("::1", 6443)},
+		{name: "empty cluster", opts: Options{Port: 6443, EndpointIP: "192.0.2.7"}, want: want("192.0.2.7", 6443)},
+		{name: "no address: no endpoints", opts: Options{Port: 6443}, want: want("", 6443)},
+		{name: "unspecified address: no endpoints", opts: Options{Port: 6443, EndpointIP: "0.0.0.0"}, want: want("", 6443)},
+		{name: "ipv6 address", opts: Options{Port: 6443, EndpointIP: "2001:db8::7"}, want: want("2001:db8::7", 6443)},
 		{
 			name:     "namespaces already exist",
 			existing: []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}},
-			opts:     Options{Port: 6443},
-			want:     want("127.0.0.1", 6443),
+			opts:     Options{Port: 6443, EndpointIP: "192.0.2.7"},
+			want:     want("192.0.2.7", 6443),
 		},
-		{name: "port changed since last run", first: &Options{Port: 6443}, opts: Options{Port: 7443}, want: want("127.0.0.1", 7443)},
-		{name: "address family changed", first: &Options{Port: 6443}, opts: Options{Port: 6443, EndpointIP: "::1"}, want: want("::1", 6443)},
-		{name: "idempotent", first: &Options{Port: 6443}, opts: Options{Port: 6443}, want: want("127.0.0.1", 6443)},
+		{name: "port changed since last run", first: &Options{Port: 6443, EndpointIP: "192.0.2.7"}, opts: Options{Port: 7443, EndpointIP: "192.0.2.7"}, want: want("192.0.2.7", 7443)},
+		{name: "address changed", first: &Options{Port: 6443, EndpointIP: "192.0.2.7"}, opts: Options{Port: 6443, EndpointIP: "192.0.2.8"}, want: want("192.0.2.8", 6443)},
+		{name: "address family changed", first: &Options{Port: 6443, EndpointIP: "192.0.2.7"}, opts: Options{Port: 6443, EndpointIP: "2001:db8::7"}, want: want("2001:db8::7", 6443)},
+		{name: "idempotent", first: &Options{Port: 6443, EndpointIP: "192.0.2.7"}, opts: Options{Port: 6443, EndpointIP: "192.0.2.7"}, want: want("192.0.2.7", 6443)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,13 +158,13 @@ func TestRunRetries(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := Run(ctx, c, Options{Port: 6443, RetryInterval: time.Millisecond}); err != nil {
+	if err := Run(ctx, c, Options{Port: 6443, EndpointIP: "192.0.2.7", RetryInterval: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if failures != 0 {
 		t.Errorf("%d failures left; Run did not retry through them", failures)
 	}
-	if diff := cmp.Diff(want("127.0.0.1", 6443), read(t, c)); diff != "" {
+	if diff := cmp.Diff(want("192.0.2.7", 6443), read(t, c)); diff != "" {
 		t.Errorf("state (-want +got):\n%s", diff)
 	}
 }

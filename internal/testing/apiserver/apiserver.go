@@ -124,7 +124,11 @@ func (c *Cluster) start() {
 	}
 	bctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	if err := bootstrap.Run(bctx, c.Clientset(), bootstrap.Options{Port: c.port, RetryInterval: 100 * time.Millisecond}); err != nil {
+	if err := bootstrap.Run(bctx, c.Clientset(), bootstrap.Options{
+		Port:          c.port,
+		EndpointIP:    bootstrap.AdvertiseAddress("127.0.0.1"),
+		RetryInterval: 100 * time.Millisecond,
+	}); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 }
