@@ -103,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer func() {
+		logger.V(1).Info("Stopping etcd")
 		if stopErr := etcdHandle.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
@@ -125,12 +126,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	// Deferred calls run in reverse: the API server stops before etcd.
 	defer func() {
+		logger.V(1).Info("Stopping API server")
 		if stopErr := apiHandle.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
 	}()
 
 	port := ListenPort(api.Addr(), cfg.Port)
+	logger.V(1).Info("API server ready", "addr", api.Addr())
 	serverURL := pki.ServerURL(ClientHost(cfg.BindAddress), port)
 	kubeconfig := AdminKubeconfigPath(cfg.DataDir)
 	if err := bundle.WriteAdminKubeconfig(kubeconfig, serverURL); err != nil {

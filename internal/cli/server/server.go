@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/server"
@@ -74,6 +76,12 @@ them. SIGINT or SIGTERM stops the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
 	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "loopback peer port of the embedded etcd (0 picks a free port)")
 	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent on this host (accepted for compatibility; there is no node agent yet, so this has no effect)")
+	// Log verbosity, for klog (used by every component).
+	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddGoFlag(logFlags.Lookup(name))
+	}
 	return cmd
 }
 
