@@ -24,6 +24,11 @@ import (
 // place.
 func builtinResources(alloc *allocator.Services) []registry.Resource {
 	rs := core.CoreResourcesPart1()
+	for i := range rs {
+		if rs[i].GroupVersion == eventsv1.SchemeGroupVersion {
+			rs[i].Stored = eventsStoredAsCore
+		}
+	}
 	rs = append(rs, core.CoreResourcesPart2(alloc)...)
 	rs = append(rs, apps.Resources()...)
 	rs = append(rs, coordination.Resource(), discovery.Resource())
@@ -50,22 +55,10 @@ func withSub(r registry.Resource, subs ...string) registry.Resource {
 
 // storageCodec is how a resource's objects are kept in etcd.
 func storageCodec(res registry.Resource, gvk schema.GroupVersionKind) storage.Codec {
-	if gvk == eventsv1.SchemeGroupVersion.WithKind("Event") {
+	if st := res.Stored; st != nil {
 		return storage.ConvertingCodec{
-			Storage:   storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("Event")},
-			NewStored: func() runtime.Object { return &corev1.Event{} },
-			ToStored: func(o runtime.Object) (runtime.Object, error) {
-				ev, ok := o.(*eventsv1.Event)
-				if !ok {
-					return nil, fmt.Errorf("expected events.k8s.io/v1 Event, got %T", o)
-				}
-				return eventsk8s.ToCore(ev), nil
-			},
-			FromStored: func(stored, into runtime.Object) error {
-				*into.(*eventsv1.Event) = *eventsk8s.FromCore(stored.(*corev1.Event))
-				return nil
-			},
-			GVK: gvk,
+			Storage: storage.ProtobufCodec{GVK: st.GVK}, NewStored: st.New,
+			ToStored: st.ToStored, FromStored: st.FromStored, GVK: gvk,
 		}
 	}
 	return storage.ProtobufCodec{GVK: gvk}
@@ -86,4 +79,21 @@ type appsScaler struct{}
 func (appsScaler) ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) { return apps.ScaleOf(obj) }
 func (appsScaler) ApplyScale(obj runtime.Object, s *autoscalingv1.Scale) error {
 	return apps.ApplyScale(obj, s)
+}
+
+// eventsStoredAsCore keeps events.k8s.io/v1 Events as core/v1 Events.
+var eventsStoredAsCore = &registry.StoredVersion{
+	GVK: corev1.SchemeGroupVersion.WithKind("Event"),
+	New: func() runtime.Object { return &corev1.Event{} },
+	ToStored: func(o runtime.Object) (runtime.Object, error) {
+		ev, ok := o.(*eventsv1.Event)
+		if !ok {
+			return nil, fmt.Errorf("expected events.k8s.io/v1 Event, got %T", o)
+		}
+		return eventsk8s.ToCore(ev), nil
+	},
+	FromStored: func(stored, into runtime.Object) error {
+		*into.(*eventsv1.Event) = *eventsk8s.FromCore(stored.(*corev1.Event))
+		return nil
+	},
 }

@@ -39,6 +39,20 @@ type Resource struct {
 	// Subresources served beside the main resource: "status", "scale",
 	// "binding", "finalize". A nil map means none.
 	Subresources map[string]bool
+
+	// Stored, when set, says objects are kept in another version's format,
+	// as upstream keeps autoscaling/v1 HorizontalPodAutoscalers as
+	// autoscaling/v2 and events.k8s.io/v1 Events as core/v1 Events. Both
+	// versions then read and write the same keys.
+	Stored *StoredVersion
+}
+
+// StoredVersion converts between a served version and the stored one.
+type StoredVersion struct {
+	GVK        schema.GroupVersionKind
+	New        func() runtime.Object
+	ToStored   func(served runtime.Object) (runtime.Object, error)
+	FromStored func(stored, served runtime.Object) error
 }
 
 // Strategy holds the rules of one resource. Embed DefaultStrategy to inherit
