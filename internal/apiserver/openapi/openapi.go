@@ -1,0 +1,441 @@
+// Package openapi builds and serves the API server's OpenAPI documents:
+// /openapi/v2 (one Swagger 2.0 document, JSON or protobuf) and /openapi/v3
+// (a discovery root and one OpenAPI 3.0 document per group version).
+//
+// The schemas are derived by reflection from the Go types of the served
+// resources (k8s.io/api), named as upstream names them, described from the
+// types' SwaggerDoc methods, and carry the extensions kubectl reads:
+// x-kubernetes-group-version-kind, x-kubernetes-patch-strategy and
+// x-kubernetes-patch-merge-key. The documents are built once by New and are
+// immutable; their bytes and hashes are computed up front.
+package openapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha512"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	openapiv2 "github.com/google/gnostic-models/openapiv2"
+	openapiv3 "github.com/google/gnostic-models/openapiv3"
+	"github.com/munnerz/goautoneg"
+	"google.golang.org/protobuf/proto"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+)
+
+// Media types of the documents.
+const (
+	mediaJSON     = "application/json"
+	mediaV2PB     = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+	mediaV2PBOld  = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	mediaV3PB     = "application/com.github.proto-openapi.spec.v3.v1.0+protobuf"
+	mediaV3PBOld  = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"
+	v2Path        = "/openapi/v2"
+	v3Path        = "/openapi/v3"
+	v3GroupPrefix = "/openapi/v3/"
+)
+
+// encoded is one document in one media type.
+type encoded struct {
+	body []byte
+	gzip []byte
+}
+
+// document is one OpenAPI document in its encodings. The ETag is the
+// SHA-512 of the JSON form, as upstream computes it.
+type document struct {
+	json, proto encoded
+	etag        string
+}
+
+// OpenAPI serves the documents. It is safe for concurrent use.
+type OpenAPI struct {
+	v2     document
+	v3     map[string]*document // by "api/v1", "apis/apps/v1"
+	v3Root document
+	err    error
+}
+
+// New builds the documents of the given resources. version is the server
+// version written in the documents' info. A resource whose Go types cannot
+// be described is left out of the documents; Err reports why.
+func New(resources []registry.Resource, version string) *OpenAPI {
+	o := &OpenAPI{v3: map[string]*document{}}
+	o.err = o.build(resources, version)
+	return o
+}
+
+// Err reports the problems met while building the documents, if any.
+func (o *OpenAPI) Err() error { return o.err }
+
+// Handles says whether path is one of the OpenAPI endpoints.
+func (o *OpenAPI) Handles(path string) bool {
+	return path == v2Path || path == v3Path || strings.HasPrefix(path, v3GroupPrefix)
+}
+
+// gvResources groups resources by group version, in a stable order.
+type gvResources struct {
+	gv        schema.GroupVersion
+	resources []registry.Resource
+}
+
+func (o *OpenAPI) build(resources []registry.Resource, version string) error {
+	defs := newDefinitions()
+	var errs []error
+	addGVK := func(t reflect.Type, gvk schema.GroupVersionKind) (string, error) {
+		name, err := defs.add(t)
+		if err != nil {
+			return "", err
+		}
+		defs.byName[name].gvks = append(defs.byName[name].gvks, gvk)
+		return name, nil
+	}
+	typeOf := func(v any) reflect.Type { return reflect.TypeOf(v).Elem() }
+
+	// Meta types every document refers to.
+	metaNames := defNames{}
+	var err error
+	if metaNames.status, err = addGVK(typeOf(&metav1.Status{}), schema.GroupVersionKind{Version: "v1", Kind: "Status"}); err != nil {
+		return fmt.Errorf("meta types: %w", err)
+	}
+	for _, t := range []struct {
+		dst *string
+		typ reflect.Type
+	}{
+		{&metaNames.deleteOptions, typeOf(&metav1.DeleteOptions{})},
+		{&metaNames.patch, typeOf(&metav1.Patch{})},
+		{&metaNames.scale, typeOf(&autoscalingv1.Scale{})},
+		{&metaNames.binding, typeOf(&corev1.Binding{})},
+	} {
+		if *t.dst, err = defs.add(t.typ); err != nil {
+			return fmt.Errorf("meta types: %w", err)
+		}
+	}
+	watchEvent, err := defs.add(typeOf(&metav1.WatchEvent{}))
+	if err != nil {
+		return fmt.Errorf("meta types: %w", err)
+	}
+
+	// Group the resources and describe their kinds.
+	byGV := map[schema.GroupVersion]*gvResources{}
+	var gvs []*gvResources
+	var items []pathItem
+	v3Items := map[schema.GroupVersion][]pathItem{}
+	v3Roots := map[schema.GroupVersion][]string{}
+	for _, res := range resources {
+		gv := res.GroupVersion
+		names := metaNames
+		kindName, err := addGVK(reflect.TypeOf(res.New()), gv.WithKind(res.Kind))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", gv, res.Resource, err))
+			continue
+		}
+		listKind := res.ListKind
+		if listKind == "" {
+			listKind = res.Kind + "List"
+		}
+		listName, err := addGVK(reflect.TypeOf(res.NewList()), gv.WithKind(listKind))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", gv, res.Resource, err))
+			continue
+		}
+		names.kind, names.list = kindName, listName
+		g := byGV[gv]
+		if g == nil {
+			g = &gvResources{gv: gv}
+			byGV[gv] = g
+			gvs = append(gvs, g)
+		}
+		g.resources = append(g.resources, res)
+		paths := resourcePaths(res, names)
+		items = append(items, paths...)
+		v3Items[gv] = append(v3Items[gv], paths...)
+		roots := []string{kindName, listName}
+		if res.Subresources["scale"] {
+			roots = append(roots, names.scale)
+			defs.byName[names.scale].gvks = []schema.GroupVersionKind{scaleGVK}
+		}
+		if res.Subresources["binding"] {
+			roots = append(roots, names.binding)
+			defs.byName[names.binding].gvks = []schema.GroupVersionKind{bindingGVK}
+		}
+		v3Roots[gv] = append(v3Roots[gv], roots...)
+	}
+	sort.Slice(gvs, func(i, j int) bool { return gvPath(gvs[i].gv) < gvPath(gvs[j].gv) })
+	for _, g := range gvs {
+		for _, kind := range []string{"DeleteOptions", "WatchEvent"} {
+			name := metaNames.deleteOptions
+			if kind == "WatchEvent" {
+				name = watchEvent
+			}
+			defs.byName[name].gvks = append(defs.byName[name].gvks, g.gv.WithKind(kind))
+		}
+	}
+	metaRoots := []string{metaNames.status, metaNames.deleteOptions, metaNames.patch, watchEvent}
+
+	// Swagger 2.0: everything in one document.
+	all := append([]string(nil), metaRoots...)
+	for _, g := range gvs {
+		all = append(all, v3Roots[g.gv]...)
+	}
+	v2, err := encode(swaggerDocument(defs, defs.closure(all), items, version), openapiv2Proto)
+	if err != nil {
+		return fmt.Errorf("openapi v2: %w", err)
+	}
+	o.v2 = v2
+
+	// OpenAPI 3.0: one document per group version, and the root listing them.
+	root := map[string]any{}
+	for _, g := range gvs {
+		key := gvPath(g.gv)
+		roots := append(append([]string(nil), metaRoots...), v3Roots[g.gv]...)
+		doc, err := encode(openAPI3Document(defs, defs.closure(roots), v3Items[g.gv], version), openapiv3Proto)
+		if err != nil {
+			return fmt.Errorf("openapi v3 %s: %w", key, err)
+		}
+		o.v3[key] = &doc
+		root[key] = map[string]any{"serverRelativeURL": serverRelativeURL(key, doc.etag)}
+	}
+	rootDoc, err := encode(map[string]any{"paths": root}, nil)
+	if err != nil {
+		return fmt.Errorf("openapi v3 root: %w", err)
+	}
+	o.v3Root = rootDoc
+	return errors.Join(errs...)
+}
+
+func serverRelativeURL(key, etag string) string {
+	return v3GroupPrefix + key + "?" + url.Values{"hash": {etag}}.Encode()
+}
+
+func renderDefinitions(defs *definitions, names []string, v3 bool) map[string]any {
+	out := make(map[string]any, len(names))
+	for _, n := range names {
+		out[n] = defs.byName[n].render(v3)
+	}
+	return out
+}
+
+func renderPaths(items []pathItem, v3 bool) map[string]any {
+	out := make(map[string]any, len(items))
+	for _, p := range items {
+		out[p.path] = p.render(v3)
+	}
+	return out
+}
+
+func swaggerDocument(defs *definitions, names []string, items []pathItem, version string) map[string]any {
+	return map[string]any{
+		"swagger":     "2.0",
+		"info":        map[string]any{"title": "Kubernetes", "version": version},
+		"paths":       renderPaths(items, false),
+		"definitions": renderDefinitions(defs, names, false),
+		"securityDefinitions": map[string]any{
+			"BearerToken": map[string]any{"type": "apiKey", "name": "authorization", "in": "header",
+				"description": "Bearer token authentication"},
+		},
+		"security": []any{map[string]any{"BearerToken": []any{}}},
+	}
+}
+
+func openAPI3Document(defs *definitions, names []string, items []pathItem, version string) map[string]any {
+	return map[string]any{
+		"openapi": "3.0.0",
+		"info":    map[string]any{"title": "Kubernetes", "version": version},
+		"paths":   renderPaths(items, true),
+		"components": map[string]any{
+			"schemas": renderDefinitions(defs, names, true),
+			"securitySchemes": map[string]any{
+				"BearerToken": map[string]any{"type": "apiKey", "name": "authorization", "in": "header",
+					"description": "Bearer token authentication"},
+			},
+		},
+		"security": []any{map[string]any{"BearerToken": []any{}}},
+	}
+}
+
+func openapiv2Proto(j []byte) ([]byte, error) {
+	doc, err := openapiv2.ParseDocument(j)
+	if err != nil {
+		return nil, fmt.Errorf("parse swagger document: %w", err)
+	}
+	return proto.Marshal(doc)
+}
+
+func openapiv3Proto(j []byte) ([]byte, error) {
+	doc, err := openapiv3.ParseDocument(j)
+	if err != nil {
+		return nil, fmt.Errorf("parse openapi 3 document: %w", err)
+	}
+	return proto.Marshal(doc)
+}
+
+// encode renders a document to JSON (keys sorted, so deterministic), to
+// protobuf when toProto is given, and gzips both.
+func encode(doc map[string]any, toProto func([]byte) ([]byte, error)) (document, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return document{}, fmt.Errorf("encode json: %w", err)
+	}
+	j := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	d := document{etag: fmt.Sprintf("%X", sha512.Sum512(j))}
+	var err error
+	if d.json, err = compress(j); err != nil {
+		return document{}, err
+	}
+	if toProto != nil {
+		pb, err := toProto(j)
+		if err != nil {
+			return document{}, err
+		}
+		if d.proto, err = compress(pb); err != nil {
+			return document{}, err
+		}
+	}
+	return d, nil
+}
+
+func compress(b []byte) (encoded, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return encoded{}, fmt.Errorf("gzip: %w", err)
+	}
+	if _, err := zw.Write(b); err != nil {
+		return encoded{}, fmt.Errorf("gzip: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return encoded{}, fmt.Errorf("gzip: %w", err)
+	}
+	return encoded{body: b, gzip: buf.Bytes()}, nil
+}
+
+// ServeHTTP answers the OpenAPI endpoints; other paths get 404.
+func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	switch {
+	case r.URL.Path == v2Path:
+		o.serveV2(w, r)
+	case r.URL.Path == v3Path || r.URL.Path == v3Path+"/":
+		w.Header().Set("Content-Type", mediaJSON)
+		serveBytes(w, r, o.v3Root.etag, o.v3Root.json)
+	case strings.HasPrefix(r.URL.Path, v3GroupPrefix):
+		o.serveV3Group(w, r, strings.TrimPrefix(r.URL.Path, v3GroupPrefix))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// negotiate picks the first offered media type the Accept header allows,
+// in the header's order of preference.
+func negotiate(r *http.Request, offers []string) (string, bool) {
+	accept := r.Header.Get("Accept")
+	if accept == "" {
+		accept = "*/*"
+	}
+	for _, clause := range goautoneg.ParseAccept(accept) {
+		if clause.Q <= 0 {
+			continue
+		}
+		for _, offer := range offers {
+			typ, sub, _ := strings.Cut(offer, "/")
+			if (clause.Type == typ || clause.Type == "*") && (clause.SubType == sub || clause.SubType == "*") {
+				return offer, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (o *OpenAPI) serveV2(w http.ResponseWriter, r *http.Request) {
+	w.Header().Add("Vary", "Accept")
+	media, ok := negotiate(r, []string{mediaJSON, mediaV2PBOld, mediaV2PB})
+	if !ok {
+		http.Error(w, "no acceptable media type: the OpenAPI v2 document is served as "+mediaJSON+" or "+mediaV2PB, http.StatusNotAcceptable)
+		return
+	}
+	body := o.v2.json
+	if media != mediaJSON {
+		media, body = mediaV2PB, o.v2.proto
+	}
+	w.Header().Set("Content-Type", media)
+	serveBytes(w, r, o.v2.etag, body)
+}
+
+func (o *OpenAPI) serveV3Group(w http.ResponseWriter, r *http.Request, key string) {
+	doc, ok := o.v3[key]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Add("Vary", "Accept")
+	media, ok := negotiate(r, []string{mediaJSON, mediaV3PB, mediaV3PBOld})
+	if !ok {
+		http.Error(w, "no acceptable media type: OpenAPI v3 documents are served as "+mediaJSON+" or "+mediaV3PB, http.StatusNotAcceptable)
+		return
+	}
+	body := doc.json
+	if media != mediaJSON {
+		media, body = mediaV3PB, doc.proto
+	}
+	if hash := r.URL.Query().Get("hash"); hash != "" {
+		if hash != doc.etag {
+			http.Redirect(w, r, serverRelativeURL(key, doc.etag), http.StatusMovedPermanently)
+			return
+		}
+		// The hash names this exact content: it never changes.
+		w.Header().Set("Cache-Control", "public, immutable")
+		w.Header().Set("Expires", time.Now().AddDate(1, 0, 0).UTC().Format(http.TimeFormat))
+	}
+	w.Header().Set("Content-Type", media)
+	serveBytes(w, r, doc.etag, body)
+}
+
+// serveBytes writes a document with its ETag, answering conditional
+// requests, gzipped when the client accepts it.
+func serveBytes(w http.ResponseWriter, r *http.Request, etag string, e encoded) {
+	w.Header().Set("Etag", strconv.Quote(etag))
+	w.Header().Add("Vary", "Accept-Encoding")
+	body := e.body
+	if acceptsGzip(r) {
+		w.Header().Set("Content-Encoding", "gzip")
+		body = e.gzip
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+			continue
+		}
+		q, found := strings.CutPrefix(strings.TrimSpace(params), "q=")
+		if !found {
+			return true
+		}
+		v, err := strconv.ParseFloat(q, 64)
+		return err == nil && v > 0
+	}
+	return false
+}
