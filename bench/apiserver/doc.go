@@ -9,7 +9,8 @@
 //	go test ./bench/apiserver/ -run '^$' -bench . -count=3
 //
 // Each benchmark function starts its own etcd member and API server in a
-// temporary directory. bench/README.md records the figures and how to read
-// them. Set SKIFF_BENCH_FSYNC=1 to run etcd with fsync (the default skips
-// fsync, for the API server and the baseline alike).
+// temporary directory through the shared harness (internal/testing/apiserver),
+// which runs etcd without fsync; the etcd baseline uses that same member, so
+// both sides skip fsync. bench/README.md records the figures and how to read
+// them.
 package apiserver

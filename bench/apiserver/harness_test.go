@@ -3,7 +3,6 @@ package apiserver_test
 import (
 	"context"
 	"net"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,14 +17,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
-	"github.com/skiff-sh/skiff/internal/etcd"
-	"github.com/skiff-sh/skiff/internal/pki"
+	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
 )
 
-// cluster is one etcd member and one API server, both in-process.
-//
-// internal/testing/apiserver (the shared harness) did not exist when these
-// benchmarks were written, so this mirrors internal/apiserver/smoke_test.go.
+// cluster is one etcd member and one API server, both in-process, started
+// by the shared harness (internal/testing/apiserver) with fsync off.
 type cluster struct {
 	etcd *clientv3.Client
 	cfg  *rest.Config
@@ -33,53 +29,16 @@ type cluster struct {
 	dials atomic.Int64
 }
 
-// startCluster starts etcd (fsync skipped unless SKIFF_BENCH_FSYNC=1) and the
-// API server, and stops both when b ends.
+// startCluster starts a cluster for b and stops it when b ends. Compaction
+// is off so that it does not land in the middle of a measurement, and the
+// bootstrap objects are left out: the benchmarks make their own namespace.
 func startCluster(b *testing.B) *cluster {
 	b.Helper()
-	dir := b.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	b.Cleanup(func() {
-		cancel()
-		wg.Wait()
+	c := testapiserver.StartWithOptions(b, testapiserver.Options{
+		Configure:     func(cfg *apiserver.Config) { cfg.CompactionInterval = -1 },
+		SkipBootstrap: true,
 	})
-	e := etcd.New(etcd.Options{Dir: dir + "/etcd", UnsafeNoFsync: os.Getenv("SKIFF_BENCH_FSYNC") != "1"})
-	etcdErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		etcdErr <- e.Start(ctx)
-	}()
-	select {
-	case <-e.Ready():
-	case err := <-etcdErr:
-		b.Fatalf("etcd: %v", err)
-	case <-time.After(60 * time.Second):
-		b.Fatal("etcd not ready after 60s")
-	}
-	bundle, err := pki.Ensure(dir+"/pki", pki.Options{})
-	if err != nil {
-		b.Fatalf("pki: %v", err)
-	}
-	s, err := apiserver.New(apiserver.Config{Etcd: e.Client(), ClientCA: bundle.CAPool, ServingCert: bundle.Serving, CompactionInterval: -1})
-	if err != nil {
-		b.Fatalf("apiserver: %v", err)
-	}
-	srvErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		srvErr <- s.Start(ctx)
-	}()
-	select {
-	case <-s.Ready():
-	case err := <-srvErr:
-		b.Fatalf("apiserver: %v", err)
-	case <-time.After(60 * time.Second):
-		b.Fatal("apiserver not ready after 60s")
-	}
-	return &cluster{etcd: e.Client(), cfg: bundle.AdminRESTConfig("https://" + s.Addr())}
+	return &cluster{etcd: c.Etcd(), cfg: c.Config}
 }
 
 // client returns a clientset with its own transport, hence its own TCP

@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -33,4 +34,42 @@ func TestPercentile(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRunConcurrent(t *testing.T) {
+	t.Run("every op once", func(t *testing.T) {
+		seen := make([]int, 100)
+		var perWorker [4]int
+		r, err := runConcurrent(4, len(seen), func(w, i int) error {
+			seen[i]++ // each i is handed out once, so no two goroutines share a slot
+			perWorker[w]++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range seen {
+			if n != 1 {
+				t.Errorf("op %d ran %d times", i, n)
+			}
+		}
+		if r.ops != 100 || len(r.latencies) != 100 {
+			t.Errorf("ops %d, latencies %d; want 100 and 100", r.ops, len(r.latencies))
+		}
+		if sum := perWorker[0] + perWorker[1] + perWorker[2] + perWorker[3]; sum != 100 {
+			t.Errorf("workers ran %d ops, want 100", sum)
+		}
+	})
+	t.Run("first error stops the run", func(t *testing.T) {
+		boom := errors.New("boom")
+		_, err := runConcurrent(2, 1000, func(_, i int) error {
+			if i == 3 {
+				return boom
+			}
+			return nil
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("err = %v, want %v", err, boom)
+		}
+	})
 }
