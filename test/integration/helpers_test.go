@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -173,3 +174,5 @@ func newNode(name string) *corev1.Node {
 func clientv3WithPrefixKeysOnly() []clientv3.OpOption {
 	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly()}
 }
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
