@@ -25,6 +25,9 @@ import (
 func builtinResources(alloc *allocator.Services) []registry.Resource {
 	rs := core.CoreResourcesPart1()
 	for i := range rs {
+		if rs[i].GroupVersion == corev1.SchemeGroupVersion && rs[i].Resource == "pods" {
+			rs[i] = withSub(rs[i], "log", "exec", "attach", "portforward")
+		}
 		if rs[i].GroupVersion == eventsv1.SchemeGroupVersion {
 			rs[i].Stored = eventsStoredAsCore
 		}

@@ -120,6 +120,20 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		return
 	}
 	ctx := r.Context()
+	if info.Subresource == "" && !h.allows(info.Verb) {
+		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		return
+	}
+	if h.store == nil {
+		h.serveVirtual(ctx, w, r, info, out)
+		return
+	}
+	if info.Subresource != "" && h.srv.subresources != nil {
+		if fn := h.srv.subresources[h.gr.String()+"/"+info.Subresource]; fn != nil {
+			fn(ctx, h, w, r, info, out)
+			return
+		}
+	}
 	switch {
 	case info.Subresource == "scale":
 		h.serveScale(ctx, w, r, info, out)
@@ -773,3 +787,67 @@ func removeString(ss []string, s string) []string {
 
 // uidPtr is a helper for preconditions.
 func uidPtr(u types.UID) *types.UID { return &u }
+
+// allows says whether the resource serves verb.
+func (h *resourceHandler) allows(verb string) bool {
+	vl, ok := h.res.Strategy.(registry.VerbLister)
+	if !ok {
+		return true
+	}
+	for _, v := range vl.Verbs() {
+		if v == verb {
+			return true
+		}
+	}
+	return false
+}
+
+// serveVirtual serves resources that are computed or create-only.
+func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	var obj runtime.Object
+	var err error
+	code := http.StatusOK
+	switch info.Verb {
+	case "create":
+		vc, ok := h.res.Strategy.(registry.VirtualCreater)
+		if !ok {
+			err = methodNotSupported(h.gr, info.Verb)
+			break
+		}
+		var body []byte
+		if body, err = readBody(r); err != nil {
+			break
+		}
+		in := h.res.New()
+		if _, err = h.codecs.decodeBody(r, body, in, h.gvk); err != nil {
+			break
+		}
+		obj, err = vc.CreateVirtual(ctx, in)
+		code = http.StatusCreated
+	case "get", "list":
+		vr, ok := h.res.Strategy.(registry.VirtualReader)
+		if !ok {
+			err = methodNotSupported(h.gr, info.Verb)
+			break
+		}
+		if info.Verb == "get" {
+			obj, err = vr.GetVirtual(ctx, info.Name)
+		} else {
+			obj, err = vr.ListVirtual(ctx)
+		}
+	default:
+		err = methodNotSupported(h.gr, info.Verb)
+	}
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	h.codecs.ensureKind(obj)
+	if out.as != "" {
+		if obj, err = h.asObject(obj, out); err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+	}
+	h.codecs.writeObject(w, code, out, obj)
+}

@@ -84,6 +84,8 @@ type Server struct {
 	handlers  map[schema.GroupVersionResource]*resourceHandler
 	cachers   []*storage.Cacher
 
+	subresources map[string]subresourceFunc
+
 	mu         sync.Mutex
 	namespaces *resourceHandler
 	pods       *resourceHandler
@@ -132,9 +134,15 @@ func New(cfg Config) (*Server, error) {
 	if s.authz == nil {
 		s.authz = authz.AlwaysAllowAuthenticated
 	}
+	s.subresources = s.buildSubresources()
 	s.resources = builtinResources(alloc)
 	for _, res := range s.resources {
 		res := res
+		if isVirtual(res) {
+			h := newResourceHandler(res, nil, c, s)
+			s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
+			continue
+		}
 		gvk := res.GroupVersion.WithKind(res.Kind)
 		codec := storageCodec(res, gvk)
 		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: storageTTL(res)})
@@ -372,3 +380,10 @@ func (s *Server) admit(ctx context.Context, h *resourceHandler, obj, old runtime
 }
 
 var _ = meta.Accessor
+
+// isVirtual says a resource is computed or create-only, never stored.
+func isVirtual(res registry.Resource) bool {
+	_, c := res.Strategy.(registry.VirtualCreater)
+	_, r := res.Strategy.(registry.VirtualReader)
+	return c || r
+}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	explainv2 "k8s.io/kubectl/pkg/explain/v2"
 	kubectlopenapi "k8s.io/kubectl/pkg/util/openapi"
+	"k8s.io/kubectl/pkg/validation"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
@@ -616,5 +617,56 @@ func TestDeterministic(t *testing.T) {
 		if ra.code != 200 || !bytes.Equal(ra.body, rb.body) || ra.header.Get("Etag") != rb.header.Get("Etag") {
 			t.Errorf("%s: builds differ (codes %d/%d, etags %s/%s)", p, ra.code, rb.code, ra.header.Get("Etag"), rb.header.Get("Etag"))
 		}
+	}
+}
+
+// resourcesGetter hands kubectl's validator the parsed v2 document.
+type resourcesGetter struct{ r kubectlopenapi.Resources }
+
+func (g resourcesGetter) OpenAPISchema() (kubectlopenapi.Resources, error) { return g.r, nil }
+
+// kubectl validates on the client, against /openapi/v2, what the server
+// cannot validate itself (such as the items of a v1 List).
+func TestClientSideValidation(t *testing.T) {
+	_, cfg := serve(t)
+	doc, err := discoveryClient(t, cfg).OpenAPISchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources, err := kubectlopenapi.NewOpenAPIData(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validator := validation.NewSchemaValidation(resourcesGetter{resources})
+	deployment := func(extra string) string {
+		return `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","labels":{"app":"web"}},
+"spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}},
+"strategy":{"rollingUpdate":{"maxSurge":"25%","maxUnavailable":1}},
+"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"web","image":"nginx",
+"ports":[{"containerPort":80}],"resources":{"limits":{"cpu":"500m","memory":"128Mi"}},
+"readinessProbe":{"httpGet":{"port":"http","path":"/"}}` + extra + `}]}}}}`
+	}
+	tests := []struct {
+		name    string
+		doc     string
+		wantErr string
+	}{
+		{name: "valid deployment", doc: deployment("")},
+		{name: "unknown field", doc: deployment(`,"imagePolicy":"x"`), wantErr: `unknown field "imagePolicy"`},
+		{name: "wrong type", doc: deployment(`,"stdin":"yes"`), wantErr: "stdin"},
+		{name: "missing required", doc: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"image":"nginx"}]}}`,
+			wantErr: `missing required field "name"`},
+		{name: "list of items", doc: `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"b"}}]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := validator.ValidateBytes([]byte(tc.doc))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }

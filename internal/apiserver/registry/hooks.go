@@ -50,3 +50,24 @@ type Scaler interface {
 	// owns); invalid replicas are a field error at spec.replicas.
 	ApplyScale(obj runtime.Object, scale *autoscalingv1.Scale) error
 }
+
+// VerbLister limits the verbs a resource serves (discovery lists them and
+// the handler refuses the rest with 405). Without it a resource serves
+// create, delete, deletecollection, get, list, patch, update and watch.
+type VerbLister interface {
+	Verbs() []string
+}
+
+// VirtualCreater serves a create-only resource that is never stored, such
+// as SelfSubjectAccessReview: the handler decodes the body, calls Create
+// and returns its result with 201.
+type VirtualCreater interface {
+	CreateVirtual(ctx context.Context, obj runtime.Object) (runtime.Object, error)
+}
+
+// VirtualReader serves get and list of a resource that is computed, not stored,
+// such as ComponentStatus.
+type VirtualReader interface {
+	GetVirtual(ctx context.Context, name string) (runtime.Object, error)
+	ListVirtual(ctx context.Context) (runtime.Object, error)
+}
