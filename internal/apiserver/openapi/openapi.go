@@ -10,6 +10,8 @@
 // immutable; their bytes and hashes are computed up front.
 package openapi
 
+//go:generate go run ./internal/markergen
+
 import (
 	"bytes"
 	"compress/gzip"

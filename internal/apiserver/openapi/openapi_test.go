@@ -446,11 +446,17 @@ func TestExplain(t *testing.T) {
 
 func TestSchemas(t *testing.T) {
 	_, cfg := serve(t)
-	doc, err := openapi3.NewRoot(discoveryClient(t, cfg).OpenAPIV3()).GVSpecAsMap(corev1.SchemeGroupVersion)
-	if err != nil {
-		t.Fatal(err)
+	root := openapi3.NewRoot(discoveryClient(t, cfg).OpenAPIV3())
+	schemas := map[string]any{}
+	for _, gv := range []schema.GroupVersion{corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion} {
+		doc, err := root.GVSpecAsMap(gv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range doc["components"].(map[string]any)["schemas"].(map[string]any) {
+			schemas[k] = v
+		}
 	}
-	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	get := func(path ...string) any {
 		var v any = schemas
 		for _, p := range path {
@@ -470,7 +476,11 @@ func TestSchemas(t *testing.T) {
 		{"container required", []string{"io.k8s.api.core.v1.Container", "required"}, []any{"name"}},
 		{"podspec required", []string{"io.k8s.api.core.v1.PodSpec", "required"}, []any{"containers"}},
 		{"objectmeta has no required", []string{"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "required"}, nil},
-		{"pointer fields are optional", []string{"io.k8s.api.core.v1.TypedLocalObjectReference", "required"}, []any{"kind", "name"}},
+		{"optional marker beats json tag", []string{"io.k8s.api.core.v1.TypedLocalObjectReference", "required"}, []any{"kind", "name"}},
+		{"required marker on a pointer", []string{"io.k8s.api.apps.v1.DeploymentSpec", "required"}, []any{"selector", "template"}},
+		{"optional marker on conditions", []string{"io.k8s.api.apps.v1.DeploymentCondition", "required"}, nil},
+		{"required marker beats omitempty", []string{"io.k8s.api.apps.v1.Deployment", "required"}, []any{"spec"}},
+		{"core event", []string{"io.k8s.api.core.v1.Event", "required"}, []any{"involvedObject", "metadata"}},
 		{"int32", []string{"io.k8s.api.core.v1.ContainerPort", "properties", "containerPort"},
 			map[string]any{"type": "integer", "format": "int32", "description": corev1.ContainerPort{}.SwaggerDoc()["containerPort"]}},
 		{"int64", []string{"io.k8s.api.core.v1.PodSpec", "properties", "activeDeadlineSeconds"},

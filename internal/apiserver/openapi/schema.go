@@ -47,10 +47,13 @@ type typeRef struct {
 type definitions struct {
 	byName map[string]*definition
 	byType map[reflect.Type]string
+	// required holds the fields whose +optional/+required markers override
+	// what their json tags imply.
+	required map[string]map[string]bool
 }
 
 func newDefinitions() *definitions {
-	return &definitions{byName: map[string]*definition{}, byType: map[reflect.Type]string{}}
+	return &definitions{byName: map[string]*definition{}, byType: map[reflect.Type]string{}, required: requiredOverrides()}
 }
 
 var (
@@ -174,7 +177,7 @@ func (d *definitions) add(t reflect.Type) (string, error) {
 	}
 	docs := swaggerDoc(t)
 	def.description = docs[""]
-	fields, err := d.structFields(t, docs)
+	fields, err := d.structFields(t, name, docs)
 	if err != nil {
 		return "", fmt.Errorf("definition %s: %w", name, err)
 	}
@@ -183,8 +186,10 @@ func (d *definitions) add(t reflect.Type) (string, error) {
 }
 
 // structFields lists the JSON properties of a struct, following
-// encoding/json's rules for inlined embedded structs.
-func (d *definitions) structFields(t reflect.Type, docs map[string]string) ([]field, error) {
+// encoding/json's rules for inlined embedded structs. A field is required
+// when its json tag lacks omitempty, unless a comment marker of the
+// declaring type (model) says otherwise, as upstream's generator decides.
+func (d *definitions) structFields(t reflect.Type, model string, docs map[string]string) ([]field, error) {
 	var out []field
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
@@ -202,7 +207,7 @@ func (d *definitions) structFields(t reflect.Type, docs map[string]string) ([]fi
 				et = et.Elem()
 			}
 			if et.Kind() == reflect.Struct {
-				embedded, err := d.structFields(et, swaggerDoc(et))
+				embedded, err := d.structFields(et, modelName(et), swaggerDoc(et))
 				if err != nil {
 					return nil, err
 				}
@@ -220,11 +225,14 @@ func (d *definitions) structFields(t reflect.Type, docs map[string]string) ([]fi
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", sf.Name, err)
 		}
-		optional := strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
+		required := !strings.Contains(","+opts+",", ",omitempty,") && !strings.Contains(","+opts+",", ",omitzero,")
+		if r, ok := d.required[model][name]; ok {
+			required = r
+		}
 		out = append(out, field{
 			name:          name,
 			description:   docs[name],
-			required:      !optional && sf.Type.Kind() != reflect.Pointer,
+			required:      required,
 			typ:           ref,
 			patchStrategy: sf.Tag.Get("patchStrategy"),
 			patchMergeKey: sf.Tag.Get("patchMergeKey"),
