@@ -53,6 +53,9 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Out receives the human-readable start-up summary (default stderr).
 	Out io.Writer
+	// CommandName is how the user invoked skiff (e.g. bin/skiff), for the
+	// command the summary suggests (default "skiff").
+	CommandName string
 }
 
 // Paths inside the data directory.
@@ -80,6 +83,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if cfg.Out == nil {
 		cfg.Out = os.Stderr
+	}
+	if cfg.CommandName == "" {
+		cfg.CommandName = "skiff"
 	}
 	logger := klog.FromContext(ctx)
 	start := time.Now()
@@ -154,9 +160,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	fmt.Fprintf(cfg.Out, "Skiff is ready in %v: API server at %s.\n", time.Since(start).Round(time.Millisecond), serverURL)
 	fmt.Fprintf(cfg.Out, "Admin kubeconfig: %s\n", kubeconfig)
 	if cfg.DataDir == DefaultDataDir {
-		fmt.Fprintf(cfg.Out, "Try: skiff kubectl get namespaces\n")
+		fmt.Fprintf(cfg.Out, "Try: %s kubectl get namespaces\n", cfg.CommandName)
 	} else {
-		fmt.Fprintf(cfg.Out, "Try: skiff kubectl --kubeconfig %s get namespaces\n", kubeconfig)
+		fmt.Fprintf(cfg.Out, "Try: %s kubectl --kubeconfig %s get namespaces\n", cfg.CommandName, kubeconfig)
 	}
 	if cfg.DisableAgent {
 		logger.V(1).Info("Node agent disabled")

@@ -63,6 +63,10 @@ them. SIGINT or SIGTERM stops the API server, then etcd, and exits 0.`,
 			}
 			cmd.SilenceUsage = true
 			cfg.Out = cmd.ErrOrStderr()
+			cfg.CommandName = cmd.Root().Name()
+			if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
+				cfg.CommandName = os.Args[0] // as typed, e.g. bin/skiff
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return server.Run(ctx, cfg)
