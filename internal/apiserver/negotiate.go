@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -256,3 +258,44 @@ func unsupportedMediaType(mt string) error {
 		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeUnexpectedServerResponse, Message: mt}}},
 	}}
 }
+
+// decodeOptions decodes an options body (DeleteOptions) in JSON, YAML or
+// protobuf, whatever group the client labelled it with.
+func (c *codecs) decodeOptions(r *http.Request, body []byte, into runtime.Object) error {
+	mt, err := requestMediaType(r)
+	if err != nil {
+		return err
+	}
+	switch mt {
+	case mediaProtobuf:
+		if !bytes.HasPrefix(body, []byte("k8s\x00")) {
+			return apierrors.NewBadRequest("the body of the request was malformed: missing protobuf envelope")
+		}
+		var unk runtime.Unknown
+		if err := unk.Unmarshal(body[4:]); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request was malformed: %v", err))
+		}
+		m, ok := into.(interface{ Unmarshal([]byte) error })
+		if !ok {
+			return apierrors.NewInternalError(fmt.Errorf("%T cannot be decoded from protobuf", into))
+		}
+		if err := m.Unmarshal(unk.Raw); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request was malformed: %v", err))
+		}
+		return nil
+	case mediaJSON, mediaYAML, "application/yml", "text/yaml", "":
+		data := body
+		if mt != mediaJSON {
+			if data, err = yamlToJSON(body); err != nil {
+				return apierrors.NewBadRequest(fmt.Sprintf("the body of the request was malformed: %v", err))
+			}
+		}
+		if err := json.Unmarshal(data, into); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("the body of the request was malformed: %v", err))
+		}
+		return nil
+	}
+	return unsupportedMediaType(mt)
+}
+
+func yamlToJSON(b []byte) ([]byte, error) { return yaml.YAMLToJSON(b) }

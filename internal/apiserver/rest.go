@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -534,10 +533,8 @@ func (h *resourceHandler) deleteOptions(r *http.Request) (*metav1.DeleteOptions,
 		return nil, err
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		if _, _, err := h.codecs.json.Decode(body, &schema.GroupVersionKind{Version: "v1", Kind: "DeleteOptions"}, opts); err != nil {
-			if err := json.Unmarshal(body, opts); err != nil {
-				return nil, apierrors.NewBadRequest(fmt.Sprintf("the body of the request was malformed: %v", err))
-			}
+		if err := h.codecs.decodeOptions(r, body, opts); err != nil {
+			return nil, err
 		}
 	}
 	q := r.URL.Query()
@@ -792,6 +789,10 @@ func uidPtr(u types.UID) *types.UID { return &u }
 func (h *resourceHandler) allows(verb string) bool {
 	vl, ok := h.res.Strategy.(registry.VerbLister)
 	if !ok {
+		// Upstream serves no deletecollection for these.
+		if verb == "deletecollection" && h.gr.Group == "" && (h.gr.Resource == "services" || h.gr.Resource == "namespaces") {
+			return false
+		}
 		return true
 	}
 	for _, v := range vl.Verbs() {

@@ -152,6 +152,9 @@ func (c *Cacher) Start(ctx context.Context) error {
 	for ctx.Err() == nil {
 		rev, err := c.relist(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
 			logger.Error(err, "list for watch cache failed")
 			select {
 			case <-ctx.Done():

@@ -431,6 +431,18 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 			return err
 		}
 		lm.SetContinue(token)
+		if opts.Predicate.Empty() {
+			// Upstream tells how many items are left when it can count them
+			// exactly: with no selector, every remaining key is an item.
+			start := time.Now()
+			cresp, err := s.client.Get(ctx, lastKey+"\x00", clientv3.WithRange(end), clientv3.WithRev(readRev), clientv3.WithCountOnly())
+			s.observe("list", start)
+			if err != nil {
+				return mapEtcdErr(err, prefix, readRev)
+			}
+			remaining := cresp.Count
+			lm.SetRemainingItemCount(&remaining)
+		}
 	}
 	return nil
 }

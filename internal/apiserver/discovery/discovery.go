@@ -118,6 +118,7 @@ var knownVerbs = map[schema.GroupResource][]string{
 	{Resource: "bindings"}:                                                 {"create"},
 	{Resource: "componentstatuses"}:                                        {"get", "list"},
 	{Resource: "namespaces"}:                                               {"create", "delete", "get", "list", "patch", "update", "watch"},
+	{Resource: "services"}:                                                 {"create", "delete", "get", "list", "patch", "update", "watch"},
 	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:             {"create"},
 	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:       {"create"},
 	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:      {"create"},
