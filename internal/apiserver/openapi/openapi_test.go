@@ -16,12 +16,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	clientopenapi "k8s.io/client-go/openapi"
 	"k8s.io/client-go/openapi3"
 	"k8s.io/client-go/rest"
 	"k8s.io/kube-openapi/pkg/handler3"
@@ -501,6 +504,10 @@ func TestSchemas(t *testing.T) {
 			[]any{map[string]any{"group": "", "version": "v1", "kind": "PodList"}}},
 		{"patch merge key", []string{"io.k8s.api.core.v1.PodSpec", "properties", "volumes", "x-kubernetes-patch-merge-key"}, "name"},
 		{"patch strategy", []string{"io.k8s.api.core.v1.PodSpec", "properties", "volumes", "x-kubernetes-patch-strategy"}, "merge,retainKeys"},
+		{"list map keys", []string{"io.k8s.api.core.v1.Container", "properties", "ports", "x-kubernetes-list-map-keys"}, []any{"containerPort", "protocol"}},
+		{"list type", []string{"io.k8s.api.core.v1.Container", "properties", "ports", "x-kubernetes-list-type"}, "map"},
+		{"atomic list", []string{"io.k8s.api.core.v1.Container", "properties", "command", "x-kubernetes-list-type"}, "atomic"},
+		{"atomic struct", []string{"io.k8s.api.core.v1.LocalObjectReference", "x-kubernetes-map-type"}, "atomic"},
 		{"inlined type meta", []string{"io.k8s.api.core.v1.Pod", "properties", "apiVersion", "type"}, "string"},
 		{"type description", []string{"io.k8s.api.core.v1.Pod", "description"}, corev1.Pod{}.SwaggerDoc()[""]},
 		{"delete options gvks cover every group", []string{"io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions", "x-kubernetes-group-version-kind"},
@@ -678,5 +685,46 @@ func TestClientSideValidation(t *testing.T) {
 				t.Errorf("error = %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Server-side apply's structured merge reads the same schemas: lists merge
+// by their x-kubernetes-list-map-keys.
+func TestTypeConverter(t *testing.T) {
+	_, cfg := serve(t)
+	tc, err := clientopenapi.NewTypeConverter(discoveryClient(t, cfg).OpenAPIV3(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(containers ...corev1.Container) *corev1.Pod {
+		return &corev1.Pod{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"},
+			Spec:       corev1.PodSpec{Containers: containers},
+		}
+	}
+	live, err := tc.ObjectToTyped(pod(corev1.Container{Name: "a", Image: "a:1"}, corev1.Container{Name: "b", Image: "b:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := tc.ObjectToTyped(pod(corev1.Container{Name: "b", Image: "b:2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := live.Merge(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := tc.TypedToObject(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Pod
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Container{{Name: "a", Image: "a:1"}, {Name: "b", Image: "b:2"}}
+	if diff := cmp.Diff(want, got.Spec.Containers); diff != "" {
+		t.Errorf("merged containers (-want +got):\n%s", diff)
 	}
 }

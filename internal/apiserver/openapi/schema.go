@@ -23,6 +23,7 @@ type definition struct {
 	special func(v3 bool) map[string]any
 	fields  []field // struct properties in Go declaration order
 	gvks    []schema.GroupVersionKind
+	mapType string // from the type's +structType marker
 }
 
 type field struct {
@@ -32,6 +33,15 @@ type field struct {
 	typ           *typeRef
 	patchStrategy string
 	patchMergeKey string
+	markers       fieldMarkers
+}
+
+// fieldMarkers are a field's +listType, +listMapKey and +mapType comment
+// markers, which become x-kubernetes-list-type, -list-map-keys and -map-type.
+type fieldMarkers struct {
+	listType    string
+	listMapKeys []string
+	mapType     string
 }
 
 // typeRef is the schema of a field's type: a primitive, an array, a map, or
@@ -48,12 +58,15 @@ type definitions struct {
 	byName map[string]*definition
 	byType map[reflect.Type]string
 	// required holds the fields whose +optional/+required markers override
-	// what their json tags imply.
-	required map[string]map[string]bool
+	// what their json tags imply; lists and structTypes the other markers.
+	required    map[string]map[string]bool
+	lists       map[string]map[string]fieldMarkers
+	structTypes map[string]string
 }
 
 func newDefinitions() *definitions {
-	return &definitions{byName: map[string]*definition{}, byType: map[reflect.Type]string{}, required: requiredOverrides()}
+	return &definitions{byName: map[string]*definition{}, byType: map[reflect.Type]string{}, required: requiredOverrides(),
+		lists: listMarkers(), structTypes: structTypes()}
 }
 
 var (
@@ -177,6 +190,7 @@ func (d *definitions) add(t reflect.Type) (string, error) {
 	}
 	docs := swaggerDoc(t)
 	def.description = docs[""]
+	def.mapType = d.structTypes[name]
 	fields, err := d.structFields(t, name, docs)
 	if err != nil {
 		return "", fmt.Errorf("definition %s: %w", name, err)
@@ -236,6 +250,7 @@ func (d *definitions) structFields(t reflect.Type, model string, docs map[string
 			typ:           ref,
 			patchStrategy: sf.Tag.Get("patchStrategy"),
 			patchMergeKey: sf.Tag.Get("patchMergeKey"),
+			markers:       d.lists[model][name],
 		})
 	}
 	return out, nil
@@ -328,6 +343,19 @@ func (f field) render(v3 bool) map[string]any {
 	if f.patchMergeKey != "" {
 		m["x-kubernetes-patch-merge-key"] = f.patchMergeKey
 	}
+	if f.markers.listType != "" {
+		m["x-kubernetes-list-type"] = f.markers.listType
+	}
+	if len(f.markers.listMapKeys) > 0 {
+		keys := make([]any, len(f.markers.listMapKeys))
+		for i, k := range f.markers.listMapKeys {
+			keys[i] = k
+		}
+		m["x-kubernetes-list-map-keys"] = keys
+	}
+	if f.markers.mapType != "" {
+		m["x-kubernetes-map-type"] = f.markers.mapType
+	}
 	return m
 }
 
@@ -359,6 +387,9 @@ func (def *definition) render(v3 bool) map[string]any {
 	}
 	if len(def.gvks) > 0 {
 		m["x-kubernetes-group-version-kind"] = gvkList(def.gvks)
+	}
+	if def.mapType != "" {
+		m["x-kubernetes-map-type"] = def.mapType
 	}
 	return m
 }
