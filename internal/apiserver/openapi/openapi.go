@@ -89,12 +89,6 @@ func (o *OpenAPI) Handles(path string) bool {
 	return path == v2Path || path == v3Path || strings.HasPrefix(path, v3GroupPrefix)
 }
 
-// gvResources groups resources by group version, in a stable order.
-type gvResources struct {
-	gv        schema.GroupVersion
-	resources []registry.Resource
-}
-
 func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 	defs := newDefinitions()
 	var errs []error
@@ -133,8 +127,8 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 	}
 
 	// Group the resources and describe their kinds.
-	byGV := map[schema.GroupVersion]*gvResources{}
-	var gvs []*gvResources
+	seen := map[schema.GroupVersion]bool{}
+	var gvs []schema.GroupVersion
 	var items []pathItem
 	v3Items := map[schema.GroupVersion][]pathItem{}
 	v3Roots := map[schema.GroupVersion][]string{}
@@ -156,13 +150,10 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 			continue
 		}
 		names.kind, names.list = kindName, listName
-		g := byGV[gv]
-		if g == nil {
-			g = &gvResources{gv: gv}
-			byGV[gv] = g
-			gvs = append(gvs, g)
+		if !seen[gv] {
+			seen[gv] = true
+			gvs = append(gvs, gv)
 		}
-		g.resources = append(g.resources, res)
 		paths := resourcePaths(res, names)
 		items = append(items, paths...)
 		v3Items[gv] = append(v3Items[gv], paths...)
@@ -177,14 +168,14 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 		}
 		v3Roots[gv] = append(v3Roots[gv], roots...)
 	}
-	sort.Slice(gvs, func(i, j int) bool { return gvPath(gvs[i].gv) < gvPath(gvs[j].gv) })
+	sort.Slice(gvs, func(i, j int) bool { return gvPath(gvs[i]) < gvPath(gvs[j]) })
 	for _, g := range gvs {
 		for _, kind := range []string{"DeleteOptions", "WatchEvent"} {
 			name := metaNames.deleteOptions
 			if kind == "WatchEvent" {
 				name = watchEvent
 			}
-			defs.byName[name].gvks = append(defs.byName[name].gvks, g.gv.WithKind(kind))
+			defs.byName[name].gvks = append(defs.byName[name].gvks, g.WithKind(kind))
 		}
 	}
 	metaRoots := []string{metaNames.status, metaNames.deleteOptions, metaNames.patch, watchEvent}
@@ -192,7 +183,7 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 	// Swagger 2.0: everything in one document.
 	all := append([]string(nil), metaRoots...)
 	for _, g := range gvs {
-		all = append(all, v3Roots[g.gv]...)
+		all = append(all, v3Roots[g]...)
 	}
 	v2, err := encode(swaggerDocument(defs, defs.closure(all), items, version), openapiv2Proto)
 	if err != nil {
@@ -203,9 +194,9 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 	// OpenAPI 3.0: one document per group version, and the root listing them.
 	root := map[string]any{}
 	for _, g := range gvs {
-		key := gvPath(g.gv)
-		roots := append(append([]string(nil), metaRoots...), v3Roots[g.gv]...)
-		doc, err := encode(openAPI3Document(defs, defs.closure(roots), v3Items[g.gv], version), openapiv3Proto)
+		key := gvPath(g)
+		roots := append(append([]string(nil), metaRoots...), v3Roots[g]...)
+		doc, err := encode(openAPI3Document(defs, defs.closure(roots), v3Items[g], version), openapiv3Proto)
 		if err != nil {
 			return fmt.Errorf("openapi v3 %s: %w", key, err)
 		}
