@@ -1,14 +1,23 @@
 # Skiff: build, run and test. `make help` lists the targets.
 
 GO           ?= go
-BIN          := bin/skiff
+BIN          ?= bin/skiff
 DATA_DIR     ?= /var/lib/skiff
 TEST_TIMEOUT ?= 20m
 # Two packages at a time: the machines have two cores.
 TEST_FLAGS   ?= -p 2
 TEST_PKGS    ?= ./...
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -X github.com/skiff-sh/skiff/internal/cli/version.version=$(VERSION)
+GIT_COMMIT   := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_TREE     := $(if $(findstring -dirty,$(VERSION)),dirty,clean)
+# The embedded kubectl reports the Kubernetes release of its libraries
+# (k8s.io/client-go v0.37.2 is Kubernetes v1.37.2), as upstream's build does.
+KUBE_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/client-go 2>/dev/null | sed 's/^v0\./v1./')
+KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+KUBE_LDFLAGS := $(foreach p,k8s.io/client-go/pkg/version k8s.io/component-base/version,\
+	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) \
+	-X $(p).gitCommit=$(GIT_COMMIT) -X $(p).gitTreeState=$(GIT_TREE))
+LDFLAGS      := -X github.com/skiff-sh/skiff/internal/cli/version.version=$(VERSION) $(KUBE_LDFLAGS)
 
 .PHONY: help setup build run test clean
 

@@ -326,4 +326,13 @@ func TestServerFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLines(t, string(out), "Skiff version:", "Kubernetes API: v1.")
+
+	// The embedded kubectl reports a real release, not a placeholder.
+	out, err = exec.Command(binary(), "kubectl", "version", "--client").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(out), "Client Version: v1.") || strings.Contains(string(out), "master") {
+		t.Errorf("skiff kubectl version --client = %q, want Client Version: v1.x.y", out)
+	}
 }

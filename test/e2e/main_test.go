@@ -38,7 +38,12 @@ func run(m *testing.M) int {
 		}
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "skiff")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/skiff")
+		// Through make, so the binary carries the same version stamps as
+		// `make build` (kubectl reports its version from them).
+		build := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
+		if _, err := exec.LookPath("make"); err != nil {
+			build = exec.Command("go", "build", "-o", bin, "./cmd/skiff")
+		}
 		build.Dir = repoRoot()
 		build.Stdout, build.Stderr = os.Stdout, os.Stderr
 		if err := build.Run(); err != nil {
