@@ -186,6 +186,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, info RequestInfo)
 	case s.disco.Handles(r.URL.Path):
 		s.disco.ServeHTTP(w, r)
 		return
+	case s.openapi.Handles(r.URL.Path):
+		s.openapi.ServeHTTP(w, r)
+		return
 	}
 	if info.IsResourceRequest {
 		h := s.handlers[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]

@@ -34,6 +34,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/discovery"
 	"github.com/skiff-sh/skiff/internal/apiserver/health"
 	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
+	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -76,6 +77,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	health   *health.Health
 	disco    *discovery.Discovery
+	openapi  *openapi.OpenAPI
 	authn    authn.Authenticator
 	authz    authz.Authorizer
 	alloc    *allocator.Services
@@ -161,6 +163,10 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""))
+	s.openapi = openapi.New(s.resources, Version)
+	if err := s.openapi.Err(); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
 	s.health = health.New(health.Options{
 		Livez:  []health.Check{{Name: "etcd", Fn: s.checkEtcd}},
 		Readyz: []health.Check{{Name: "etcd-readiness", Fn: s.checkEtcd}, {Name: "informer-sync", Fn: s.checkCaches}},
