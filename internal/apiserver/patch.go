@@ -99,6 +99,10 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 	if info.Subresource != "" && info.Subresource != "status" {
 		return nil, methodNotSupported(h.gr, info.Verb)
 	}
+	if mt, _ := requestMediaType(r); mt == string(applyPatchType) {
+		obj, _, err := h.apply(ctx, r, info)
+		return obj, err
+	}
 	pt, err := patchType(r)
 	if err != nil {
 		return nil, err
@@ -121,6 +125,10 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 			return nil, err
 		}
 		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
+			return nil, err
+		}
+		next, err = h.trackUpdate(r, info.Subresource, cur, next)
+		if err != nil {
 			return nil, err
 		}
 		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {

@@ -35,6 +35,7 @@ type resourceHandler struct {
 	srv      *Server
 	fieldSet map[string]bool
 	scaler   registry.Scaler
+	fields   *fieldManagers
 }
 
 func newResourceHandler(res registry.Resource, store *storage.Cacher, c *codecs, srv *Server) *resourceHandler {
@@ -265,8 +266,7 @@ func (h *resourceHandler) validateMeta(obj runtime.Object) field.ErrorList {
 }
 
 func (h *resourceHandler) create(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
-	dry, err := dryRun(r)
-	if err != nil {
+	if _, err := dryRun(r); err != nil {
 		return nil, err
 	}
 	body, err := readBody(r)
@@ -279,6 +279,16 @@ func (h *resourceHandler) create(ctx context.Context, r *http.Request, info Requ
 		return nil, err
 	}
 	setWarnings(ctx, warnings)
+	return h.createObject(ctx, r, info, obj, false)
+}
+
+// createObject runs the create path for a decoded object. managed says
+// managedFields are already set (server-side apply).
+func (h *resourceHandler) createObject(ctx context.Context, r *http.Request, info RequestInfo, obj runtime.Object, managed bool) (runtime.Object, error) {
+	dry, err := dryRun(r)
+	if err != nil {
+		return nil, err
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -304,6 +314,12 @@ func (h *resourceHandler) create(ctx context.Context, r *http.Request, info Requ
 	m.SetDeletionGracePeriodSeconds(nil)
 	m.SetGeneration(0)
 	m.SetSelfLink("")
+	if !managed {
+		if obj, err = h.trackUpdate(r, "", h.res.New(), obj); err != nil {
+			return nil, err
+		}
+		m, _ = meta.Accessor(obj)
+	}
 	h.res.Strategy.PrepareForCreate(ctx, obj)
 	errs := h.validateMeta(obj)
 	errs = append(errs, h.res.Strategy.Validate(ctx, obj)...)
@@ -516,6 +532,10 @@ func (h *resourceHandler) update(ctx context.Context, r *http.Request, info Requ
 			return h.finalize(ctx, next, cur)
 		}
 		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
+			return nil, err
+		}
+		next, err := h.trackUpdate(r, info.Subresource, cur, next)
+		if err != nil {
 			return nil, err
 		}
 		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
@@ -166,6 +167,9 @@ func New(cfg Config) (*Server, error) {
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	if err := s.buildFieldManagers(); err != nil {
+		return nil, err
 	}
 	s.health = health.New(health.Options{
 		Livez:  []health.Check{{Name: "etcd", Fn: s.checkEtcd}},
@@ -392,4 +396,28 @@ func isVirtual(res registry.Resource) bool {
 	_, c := res.Strategy.(registry.VirtualCreater)
 	_, r := res.Strategy.(registry.VirtualReader)
 	return c || r
+}
+
+// buildFieldManagers gives every stored resource its managedFields
+// tracking, from the OpenAPI schemas (which say how lists merge).
+func (s *Server) buildFieldManagers() error {
+	defs, err := s.openapi.Definitions()
+	if err != nil {
+		return err
+	}
+	tc, err := managedfields.NewTypeConverter(defs, false)
+	if err != nil {
+		return fmt.Errorf("server-side apply type converter: %w", err)
+	}
+	for _, h := range s.handlers {
+		if h.store == nil {
+			continue
+		}
+		fm, err := newFieldManagers(tc, s.codecs.scheme, h.gvk, h.res.Subresources["status"])
+		if err != nil {
+			return fmt.Errorf("field manager for %s: %w", h.gr, err)
+		}
+		h.fields = fm
+	}
+	return nil
 }

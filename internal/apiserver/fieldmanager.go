@@ -1,0 +1,177 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
+)
+
+// applyPatchType is server-side apply's content type.
+const applyPatchType = types.ApplyYAMLPatchType
+
+// maxFieldManagerLength is upstream's limit on a manager's name.
+const maxFieldManagerLength = 128
+
+// fieldManagers track managedFields of one resource: one manager for the
+// main resource and one for /status.
+type fieldManagers struct {
+	main, status *managedfields.FieldManager
+}
+
+// newFieldManagers builds the managers from the OpenAPI type converter.
+func newFieldManagers(tc managedfields.TypeConverter, scheme *runtime.Scheme, gvk schema.GroupVersionKind, hasStatus bool) (*fieldManagers, error) {
+	reset := map[fieldpath.APIVersion]*fieldpath.Set{}
+	_ = reset
+	main, err := managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	fm := &fieldManagers{main: main}
+	if hasStatus {
+		if fm.status, err = managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), "status", nil); err != nil {
+			return nil, err
+		}
+	}
+	return fm, nil
+}
+
+func (f *fieldManagers) forSubresource(sub string) *managedfields.FieldManager {
+	if f == nil {
+		return nil
+	}
+	if sub == "status" && f.status != nil {
+		return f.status
+	}
+	if sub == "" {
+		return f.main
+	}
+	return nil
+}
+
+// managerName is the field manager of a write: the fieldManager
+// parameter, else the client's User-Agent up to its first "/", as upstream.
+func managerName(r *http.Request) (string, error) {
+	m := r.URL.Query().Get("fieldManager")
+	if m == "" {
+		ua := r.Header.Get("User-Agent")
+		if i := strings.Index(ua, "/"); i >= 0 {
+			ua = ua[:i]
+		}
+		if len(ua) > maxFieldManagerLength {
+			ua = ua[:maxFieldManagerLength]
+		}
+		return ua, nil
+	}
+	if len(m) > maxFieldManagerLength {
+		return "", apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.TooLong(field.NewPath("fieldManager"), "", maxFieldManagerLength)})
+	}
+	for _, c := range m {
+		if c < 0x20 || c == 0x7f {
+			return "", apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{field.Invalid(field.NewPath("fieldManager"), m, "may only contain printable characters")})
+		}
+	}
+	return m, nil
+}
+
+// trackUpdate records a non-apply write in managedFields.
+func (h *resourceHandler) trackUpdate(r *http.Request, sub string, live, next runtime.Object) (runtime.Object, error) {
+	fm := h.fields.forSubresource(sub)
+	if fm == nil {
+		return next, nil
+	}
+	manager, err := managerName(r)
+	if err != nil {
+		return nil, err
+	}
+	return fm.UpdateNoErrors(live, next, manager), nil
+}
+
+// decodeApply parses an apply configuration (YAML or JSON).
+func (h *resourceHandler) decodeApply(body []byte) (*unstructured.Unstructured, error) {
+	js, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding YAML: %v", err))
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding apply configuration: %v", err))
+	}
+	if u.GroupVersionKind() != h.gvk {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the apply configuration's apiVersion and kind (%s) must be %s", u.GroupVersionKind(), h.gvk))
+	}
+	return u, nil
+}
+
+// apply serves server-side apply: it creates the object when it does not
+// exist, else merges the configuration into it, owning the fields it sets.
+func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, int, error) {
+	fm := h.fields.forSubresource(info.Subresource)
+	if fm == nil {
+		return nil, 0, unsupportedPatch(string(applyPatchType))
+	}
+	if r.URL.Query().Get("fieldManager") == "" {
+		return nil, 0, apierrors.NewBadRequest("PATCH, application/apply-patch+yaml requests must have a fieldManager")
+	}
+	manager, err := managerName(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	force := boolParam(r.URL.Query().Get("force"))
+	body, err := readBody(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	applied, err := h.decodeApply(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	if applied.GetName() != info.Name {
+		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", applied.GetName(), info.Name))
+	}
+	if h.res.Namespaced {
+		if applied.GetNamespace() == "" {
+			applied.SetNamespace(info.Namespace)
+		} else if applied.GetNamespace() != info.Namespace {
+			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	}
+	mode := modeMain
+	if info.Subresource == "status" {
+		mode = modeStatus
+	}
+	obj, err := h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
+		next, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
+			return nil, err
+		}
+		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
+			return nil, err
+		}
+		return next, nil
+	})
+	if !apierrors.IsNotFound(err) || info.Subresource != "" {
+		return obj, http.StatusOK, err
+	}
+	// Nothing there yet: apply creates it.
+	empty := h.res.New()
+	created, err := fm.Apply(empty, applied.DeepCopy(), manager, force)
+	if err != nil {
+		return nil, 0, err
+	}
+	obj, err = h.createObject(ctx, r, info, created, true)
+	return obj, http.StatusCreated, err
+}
