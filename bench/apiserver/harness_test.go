@@ -63,11 +63,20 @@ func (c *cluster) client(b *testing.B, contentType string) kubernetes.Interface 
 	return cs
 }
 
-// clients returns n clients, each on its own connection.
+// clients returns n clients, each on its own connection: it sends one
+// request through each and fails unless that opened n new connections.
 func (c *cluster) clients(b *testing.B, n int, contentType string) []kubernetes.Interface {
+	b.Helper()
+	before := c.dials.Load()
 	out := make([]kubernetes.Interface, n)
 	for i := range out {
 		out[i] = c.client(b, contentType)
+		if _, err := out[i].Discovery().ServerVersion(); err != nil {
+			b.Fatalf("client %d: %v", i, err)
+		}
+	}
+	if got := c.dials.Load() - before; got != int64(n) {
+		b.Fatalf("%d clients opened %d connections, want one each", n, got)
 	}
 	return out
 }

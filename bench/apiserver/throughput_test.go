@@ -119,7 +119,6 @@ func BenchmarkCreate(b *testing.B) {
 			})
 		}
 	}
-	b.Logf("client connections opened: %d", c.dials.Load())
 }
 
 // BenchmarkGet reads one object per client through the API server (a
