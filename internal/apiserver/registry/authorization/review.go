@@ -1,0 +1,174 @@
+// Package authorization holds the authorization.k8s.io/v1 self reviews:
+// selfsubjectaccessreviews ("can I do this?") and selfsubjectrulesreviews
+// ("what may I do here?"). Both are create-only virtual resources that are
+// never stored: the handler decodes the request, calls ReviewSelfAccess or
+// ReviewSelfRules with the authenticated user, and answers the review with
+// its status filled in.
+package authorization
+
+import (
+	"context"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+)
+
+// Resources lists the two self reviews. They have no list kind and no
+// storage prefix: the server must route their create to this package's
+// functions and never build a store for them (see IsVirtual).
+func Resources() []registry.Resource {
+	gv := authorizationv1.SchemeGroupVersion
+	return []registry.Resource{
+		{
+			GroupVersion: gv, Resource: "selfsubjectaccessreviews", Kind: "SelfSubjectAccessReview",
+			SingularName: "selfsubjectaccessreview",
+			New:          func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
+			Strategy:     AccessReviewStrategy{},
+		},
+		{
+			GroupVersion: gv, Resource: "selfsubjectrulesreviews", Kind: "SelfSubjectRulesReview",
+			SingularName: "selfsubjectrulesreview",
+			New:          func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
+			Strategy:     RulesReviewStrategy{},
+		},
+	}
+}
+
+// Virtual is implemented by the strategies of resources that are never
+// stored.
+type Virtual interface {
+	Virtual() bool
+}
+
+// IsVirtual reports whether r is a create-only resource that is never
+// stored.
+func IsVirtual(r registry.Resource) bool {
+	v, ok := r.Strategy.(Virtual)
+	return ok && v.Virtual()
+}
+
+// createOnly is the strategy shared by the self reviews.
+type createOnly struct {
+	registry.DefaultStrategy
+}
+
+// Verbs declares the only verb served, for discovery.
+func (createOnly) Verbs() []string { return []string{"create"} }
+
+// Virtual marks the resource as never stored.
+func (createOnly) Virtual() bool { return true }
+
+// AccessReviewStrategy is the selfsubjectaccessreviews strategy.
+type AccessReviewStrategy struct{ createOnly }
+
+// RulesReviewStrategy is the selfsubjectrulesreviews strategy.
+type RulesReviewStrategy struct{ createOnly }
+
+var (
+	_ registry.Strategy = AccessReviewStrategy{}
+	_ registry.Strategy = RulesReviewStrategy{}
+)
+
+// Validate checks the access review's spec.
+func (AccessReviewStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	return ValidateSelfSubjectAccessReviewSpec(&obj.(*authorizationv1.SelfSubjectAccessReview).Spec, field.NewPath("spec"))
+}
+
+// ValidateSelfSubjectAccessReviewSpec requires exactly one of
+// resourceAttributes and nonResourceAttributes.
+func ValidateSelfSubjectAccessReviewSpec(spec *authorizationv1.SelfSubjectAccessReviewSpec, path *field.Path) field.ErrorList {
+	switch {
+	case spec.ResourceAttributes != nil && spec.NonResourceAttributes != nil:
+		return field.ErrorList{field.Invalid(path.Child("nonResourceAttributes"), spec.NonResourceAttributes,
+			"cannot be specified in combination with resourceAttributes")}
+	case spec.ResourceAttributes == nil && spec.NonResourceAttributes == nil:
+		return field.ErrorList{field.Invalid(path.Child("resourceAttributes"), spec.NonResourceAttributes,
+			"exactly one of nonResourceAttributes or resourceAttributes must be specified")}
+	}
+	return nil
+}
+
+// AuthorizeFunc is the authorizer a review asks, e.g.
+// authz.AlwaysAllowAuthenticated.Authorize.
+type AuthorizeFunc func(ctx context.Context, a authz.Attributes) (authz.Decision, string, error)
+
+// ReviewSelfAccess asks authorize whether user may do what spec describes.
+// An evaluation error is reported in the status, as upstream does, and the
+// request is then neither allowed nor denied unless the authorizer decided.
+func ReviewSelfAccess(ctx context.Context, user *authn.User, spec authorizationv1.SelfSubjectAccessReviewSpec, authorize AuthorizeFunc) authorizationv1.SubjectAccessReviewStatus {
+	decision, reason, err := authorize(ctx, AttributesFor(user, spec))
+	status := authorizationv1.SubjectAccessReviewStatus{
+		Allowed: decision == authz.Allow,
+		Denied:  decision == authz.Deny,
+		Reason:  reason,
+	}
+	if err != nil {
+		status.EvaluationError = err.Error()
+	}
+	return status
+}
+
+// AttributesFor turns a review's spec into the attributes of the request
+// it describes.
+func AttributesFor(user *authn.User, spec authorizationv1.SelfSubjectAccessReviewSpec) authz.Attributes {
+	if ra := spec.ResourceAttributes; ra != nil {
+		return authz.Attributes{
+			User: user, Verb: ra.Verb, APIGroup: ra.Group, APIVersion: ra.Version,
+			Resource: ra.Resource, Subresource: ra.Subresource, Namespace: ra.Namespace, Name: ra.Name,
+			ResourceRequest: true,
+		}
+	}
+	a := authz.Attributes{User: user}
+	if nra := spec.NonResourceAttributes; nra != nil {
+		a.Verb, a.Path = nra.Verb, nra.Path
+	}
+	return a
+}
+
+// RulesResolver lists what user may do in namespace. incomplete says the
+// list may be missing rules (e.g. an authorizer that cannot enumerate).
+type RulesResolver func(ctx context.Context, user *authn.User, namespace string) (resource []authorizationv1.ResourceRule, nonResource []authorizationv1.NonResourceRule, incomplete bool, err error)
+
+// AlwaysAllowAuthenticatedRules is the resolver matching
+// authz.AlwaysAllowAuthenticated: an authenticated user may do everything
+// (one rule with "*" verbs, API groups and resources, and one for every
+// non-resource URL); anyone else may do nothing.
+func AlwaysAllowAuthenticatedRules(ctx context.Context, user *authn.User, namespace string) ([]authorizationv1.ResourceRule, []authorizationv1.NonResourceRule, bool, error) {
+	if user == nil || user.Name == "" || user.Name == authn.Anonymous {
+		return nil, nil, false, nil
+	}
+	all := []string{"*"}
+	return []authorizationv1.ResourceRule{{Verbs: all, APIGroups: all, Resources: all}},
+		[]authorizationv1.NonResourceRule{{Verbs: all, NonResourceURLs: all}}, false, nil
+}
+
+// ReviewSelfRules lists what user may do in spec.namespace. A missing
+// namespace is a 400 Bad Request, as upstream; a resolver error is reported
+// in the status.
+func ReviewSelfRules(ctx context.Context, user *authn.User, spec authorizationv1.SelfSubjectRulesReviewSpec, resolve RulesResolver) (authorizationv1.SubjectRulesReviewStatus, error) {
+	if spec.Namespace == "" {
+		return authorizationv1.SubjectRulesReviewStatus{}, apierrors.NewBadRequest("no namespace on request")
+	}
+	res, nonRes, incomplete, err := resolve(ctx, user, spec.Namespace)
+	status := authorizationv1.SubjectRulesReviewStatus{
+		ResourceRules:    res,
+		NonResourceRules: nonRes,
+		Incomplete:       incomplete,
+	}
+	if status.ResourceRules == nil {
+		status.ResourceRules = []authorizationv1.ResourceRule{}
+	}
+	if status.NonResourceRules == nil {
+		status.NonResourceRules = []authorizationv1.NonResourceRule{}
+	}
+	if err != nil {
+		status.EvaluationError = err.Error()
+	}
+	return status, nil
+}
