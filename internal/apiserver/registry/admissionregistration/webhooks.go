@@ -410,7 +410,9 @@ func (s ValidatingWebhookStrategy) ValidateUpdate(ctx context.Context, obj, old 
 }
 
 // TableColumns are kubectl's columns: NAME WEBHOOKS AGE.
-func (ValidatingWebhookStrategy) TableColumns() []metav1.TableColumnDefinition { return webhookColumns() }
+func (ValidatingWebhookStrategy) TableColumns() []metav1.TableColumnDefinition {
+	return webhookColumns()
+}
 
 // TableRow renders one configuration.
 func (ValidatingWebhookStrategy) TableRow(obj runtime.Object) ([]interface{}, error) {
