@@ -18,6 +18,7 @@ func (s *Server) buildSubresources() map[string]subresourceFunc {
 	for _, sub := range []string{"log", "exec", "attach", "portforward"} {
 		m["pods/"+sub] = servePodStream
 	}
+	m["certificatesigningrequests.certificates.k8s.io/approval"] = serveCSRApproval
 	return m
 }
 

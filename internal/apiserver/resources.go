@@ -1,11 +1,13 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -17,12 +19,14 @@ import (
 	coreevent "github.com/skiff-sh/skiff/internal/apiserver/registry/core/event"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/discovery"
 	eventsk8s "github.com/skiff-sh/skiff/internal/apiserver/registry/events/event"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/more"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/scheduling"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // builtinResources is every resource the server serves, built in one
 // place.
-func builtinResources(alloc *allocator.Services) []registry.Resource {
+func builtinResources(s *Server, alloc *allocator.Services) []registry.Resource {
 	rs := core.CoreResourcesPart1()
 	for i := range rs {
 		if rs[i].GroupVersion == corev1.SchemeGroupVersion && rs[i].Resource == "pods" {
@@ -35,7 +39,27 @@ func builtinResources(alloc *allocator.Services) []registry.Resource {
 	rs = append(rs, core.CoreResourcesPart2(alloc)...)
 	rs = append(rs, apps.Resources()...)
 	rs = append(rs, coordination.Resource(), discovery.Resource())
-	return rs
+	for _, r := range more.IssueThreeResourcesB() {
+		if r.GroupVersion == schedulingv1.SchemeGroupVersion && r.Resource == "priorityclasses" {
+			r = scheduling.Resource(s.listPriorityClasses)
+		}
+		rs = append(rs, r)
+	}
+	return s.virtualize(rs)
+}
+
+// listPriorityClasses reads every PriorityClass (for the single
+// globalDefault rule).
+func (s *Server) listPriorityClasses(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+	h := s.handlers[schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")]
+	if h == nil {
+		return nil, nil
+	}
+	list := &schedulingv1.PriorityClassList{}
+	if err := h.store.List(ctx, h.prefix(), storage.ListOptions{}, list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 func generic(gv schema.GroupVersion, plural, kind, singular string, namespaced bool, prefix string, short, cats []string, newFn, newList func() runtime.Object) registry.Resource {

@@ -138,7 +138,7 @@ func New(cfg Config) (*Server, error) {
 		s.authz = authz.AlwaysAllowAuthenticated
 	}
 	s.subresources = s.buildSubresources()
-	s.resources = builtinResources(alloc)
+	s.resources = builtinResources(s, alloc)
 	for _, res := range s.resources {
 		res := res
 		if isVirtual(res) {

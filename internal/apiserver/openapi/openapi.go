@@ -144,10 +144,13 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 		if listKind == "" {
 			listKind = res.Kind + "List"
 		}
-		listName, err := addGVK(reflect.TypeOf(res.NewList()), gv.WithKind(listKind))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", gv, res.Resource, err))
-			continue
+		listName := ""
+		if res.NewList != nil { // create-only resources (reviews) have no list
+			listName, err = addGVK(reflect.TypeOf(res.NewList()), gv.WithKind(listKind))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %w", gv, res.Resource, err))
+				continue
+			}
 		}
 		names.kind, names.list = kindName, listName
 		if !seen[gv] {
@@ -157,7 +160,10 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 		paths := resourcePaths(res, names)
 		items = append(items, paths...)
 		v3Items[gv] = append(v3Items[gv], paths...)
-		roots := []string{kindName, listName}
+		roots := []string{kindName}
+		if listName != "" {
+			roots = append(roots, listName)
+		}
 		if res.Subresources["scale"] {
 			roots = append(roots, names.scale)
 			defs.byName[names.scale].gvks = []schema.GroupVersionKind{scaleGVK}

@@ -178,6 +178,11 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 	delColl := op("delete", "delete", "deletecollection", "Collection"+scope+kind, "delete collection of "+kind, deleteCollectionParams)
 	delColl.body, delColl.respond, delColl.codes = deleteOpts, status, []string{"200"}
 	coll.ops = []operation{delColl, list, create}
+	if listDef == "" {
+		// A create-only resource (a review): POST on the collection only.
+		coll.ops = []operation{create}
+		return []pathItem{coll}
+	}
 
 	item := pathItem{path: base + "/{name}", params: itemParams}
 	read := op("get", "read", "get", scope+kind, "read the specified "+kind, nil)
