@@ -56,13 +56,13 @@ func DefaultCronJob(cj *batchv1.CronJob) {
 		spec.ConcurrencyPolicy = batchv1.AllowConcurrent
 	}
 	if spec.Suspend == nil {
-		spec.Suspend = ptr(false)
+		spec.Suspend = newPtr(false)
 	}
 	if spec.SuccessfulJobsHistoryLimit == nil {
-		spec.SuccessfulJobsHistoryLimit = ptr(int32(3))
+		spec.SuccessfulJobsHistoryLimit = newPtr(int32(3))
 	}
 	if spec.FailedJobsHistoryLimit == nil {
-		spec.FailedJobsHistoryLimit = ptr(int32(1))
+		spec.FailedJobsHistoryLimit = newPtr(int32(1))
 	}
 	pod.DefaultPodSpec(&spec.JobTemplate.Spec.Template.Spec)
 }

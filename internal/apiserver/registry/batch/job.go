@@ -64,17 +64,17 @@ var _ registry.Strategy = JobStrategy{}
 func DefaultJob(j *batchv1.Job) {
 	spec := &j.Spec
 	if spec.Completions == nil && spec.Parallelism == nil {
-		spec.Completions = ptr(int32(1))
-		spec.Parallelism = ptr(int32(1))
+		spec.Completions = newPtr(int32(1))
+		spec.Parallelism = newPtr(int32(1))
 	}
 	if spec.Parallelism == nil {
-		spec.Parallelism = ptr(int32(1))
+		spec.Parallelism = newPtr(int32(1))
 	}
 	if spec.BackoffLimit == nil {
 		if spec.BackoffLimitPerIndex != nil {
-			spec.BackoffLimit = ptr(int32(math.MaxInt32))
+			spec.BackoffLimit = newPtr(int32(math.MaxInt32))
 		} else {
-			spec.BackoffLimit = ptr(int32(6))
+			spec.BackoffLimit = newPtr(int32(6))
 		}
 	}
 	if len(j.Labels) == 0 && spec.Template.Labels != nil {
@@ -85,10 +85,10 @@ func DefaultJob(j *batchv1.Job) {
 		spec.CompletionMode = &m
 	}
 	if spec.Suspend == nil {
-		spec.Suspend = ptr(false)
+		spec.Suspend = newPtr(false)
 	}
 	if spec.ManualSelector == nil {
-		spec.ManualSelector = ptr(false)
+		spec.ManualSelector = newPtr(false)
 	}
 	if pfp := spec.PodFailurePolicy; pfp != nil {
 		for i := range pfp.Rules {
@@ -109,7 +109,7 @@ func DefaultJob(j *batchv1.Job) {
 	pod.DefaultPodSpec(&spec.Template.Spec)
 }
 
-func ptr[T any](v T) *T { return &v }
+func newPtr[T any](v T) *T { return &v }
 
 func copyMap(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
