@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/scheduling"
 	"net"
 	"time"
 
@@ -103,6 +104,11 @@ func Once(ctx context.Context, client kubernetes.Interface, opts Options) error 
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	for _, pc := range scheduling.SystemPriorityClasses() {
+		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
 		}
 	}
 	if err := ensureService(ctx, client, opts); err != nil {
