@@ -302,10 +302,9 @@ func resourceCases() []resourceCase {
 	return append(cases, nsCase)
 }
 
-// TestCRUD runs every verb with the typed and the dynamic client over each
+// testCRUD runs every verb with the typed and the dynamic client over each
 // resource and checks the results and the watch stream they produce.
-func TestCRUD(t *testing.T) {
-	c := startCluster(t)
+func testCRUD(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	dyn := c.Dynamic()
 	for _, client := range []string{"typed", "dynamic"} {

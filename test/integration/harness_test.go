@@ -6,14 +6,9 @@ import (
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
 )
 
-// cluster is the shared in-process control plane every test drives.
-type cluster = localCluster
+// cluster is the shared in-process control plane (internal/testing/apiserver)
+// the tests drive.
+type cluster = testapiserver.Cluster
 
 // startCluster starts a cluster for one test (stopped by t.Cleanup).
-func startCluster(t testing.TB) *cluster { return startClusterWith(t, testapiserver.Options{}) }
-
-// startClusterWith starts a cluster with options (for example a short
-// compaction interval).
-func startClusterWith(t testing.TB, opts testapiserver.Options) *cluster {
-	return startLocal(t, opts)
-}
+func startCluster(t testing.TB) *cluster { return testapiserver.Start(t) }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -176,3 +177,24 @@ func clientv3WithPrefixKeysOnly() []clientv3.OpOption {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+func sortStrings(ss []string) { sort.Strings(ss) }
+
+// nsSnapshot maps every etcd key of namespace ns (its objects and the
+// namespace itself) to its mod revision: equal snapshots mean nothing in
+// the namespace was written, whatever other tests do meanwhile.
+func nsSnapshot(t testing.TB, c *cluster, ns string) map[string]int64 {
+	t.Helper()
+	resp, err := c.Etcd().Get(testCtx(t, 5*time.Second), "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatalf("etcd list: %v", err)
+	}
+	out := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		if strings.Contains(k, "/"+ns+"/") || strings.HasSuffix(k, "/"+ns) {
+			out[k] = kv.ModRevision
+		}
+	}
+	return out
+}

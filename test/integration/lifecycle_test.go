@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"github.com/google/go-cmp/cmp"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestGenerateNameUIDTimestamp: the server names, identifies and dates
+// testGenerateNameUIDTimestamp: the server names, identifies and dates
 // new objects.
-func TestGenerateNameUIDTimestamp(t *testing.T) {
-	c := startCluster(t)
+func testGenerateNameUIDTimestamp(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -58,9 +58,8 @@ func TestGenerateNameUIDTimestamp(t *testing.T) {
 	}
 }
 
-// TestDryRun: dryRun=All answers as the write would, and writes nothing.
-func TestDryRun(t *testing.T) {
-	c := startCluster(t)
+// testDryRun: dryRun=All answers as the write would, and writes nothing.
+func testDryRun(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -69,7 +68,7 @@ func TestDryRun(t *testing.T) {
 	key := "/registry/configmaps/" + ns + "/"
 
 	// create
-	rev := etcdRevision(t, c)
+	before := nsSnapshot(t, c, ns)
 	got, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dry"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{DryRun: dry})
 	if err != nil {
 		t.Fatalf("dry-run create: %v", err)
@@ -80,8 +79,8 @@ func TestDryRun(t *testing.T) {
 	if _, _, found := etcdGet(t, c, key+"dry"); found {
 		t.Errorf("dry-run create stored %sdry", key)
 	}
-	if r := etcdRevision(t, c); r != rev {
-		t.Errorf("etcd revision moved from %d to %d on a dry-run create", rev, r)
+	if diff := cmp.Diff(before, nsSnapshot(t, c, ns)); diff != "" {
+		t.Errorf("a dry-run create changed etcd (-before +after):\n%s", diff)
 	}
 	if _, err := cms.Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("get after dry-run create: err %v, want NotFound", err)
@@ -101,15 +100,15 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	val, mod, _ := etcdGet(t, c, key+"real")
-	rev = etcdRevision(t, c)
+	before = nsSnapshot(t, c, ns)
 	checkUnchanged := func(op string) {
 		t.Helper()
 		v, m, found := etcdGet(t, c, key+"real")
 		if !found || m != mod || string(v) != string(val) {
 			t.Errorf("%s with dryRun changed etcd: found %v modRevision %d (was %d)", op, found, m, mod)
 		}
-		if r := etcdRevision(t, c); r != rev {
-			t.Errorf("%s with dryRun moved the etcd revision from %d to %d", op, rev, r)
+		if diff := cmp.Diff(before, nsSnapshot(t, c, ns)); diff != "" {
+			t.Errorf("%s with dryRun changed etcd (-before +after):\n%s", op, diff)
 		}
 	}
 	upd := real.DeepCopy()
@@ -145,10 +144,9 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// TestFinalizers: delete marks an object with finalizers and keeps it;
+// testFinalizers: delete marks an object with finalizers and keeps it;
 // removing the last finalizer removes it.
-func TestFinalizers(t *testing.T) {
-	c := startCluster(t)
+func testFinalizers(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -220,9 +218,8 @@ func bindPod(t *testing.T, c *cluster, ns, pod, node string) {
 	}
 }
 
-// TestBinding: a pod binds once; a second binding conflicts.
-func TestBinding(t *testing.T) {
-	c := startCluster(t)
+// testBinding: a pod binds once; a second binding conflicts.
+func testBinding(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -230,13 +227,14 @@ func TestBinding(t *testing.T) {
 	if _, err := pods.Create(ctx, newPod("p"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	bindPod(t, c, ns, "p", "node-a")
+	nodeA, nodeB := ns+"-a", ns+"-b"
+	bindPod(t, c, ns, "p", nodeA)
 	p, err := pods.Get(ctx, "p", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if p.Spec.NodeName != "node-a" {
-		t.Errorf("spec.nodeName = %q, want node-a", p.Spec.NodeName)
+	if p.Spec.NodeName != nodeA {
+		t.Errorf("spec.nodeName = %q, want %s", p.Spec.NodeName, nodeA)
 	}
 	var scheduled *corev1.PodCondition
 	for i := range p.Status.Conditions {
@@ -247,18 +245,18 @@ func TestBinding(t *testing.T) {
 	if scheduled == nil || scheduled.Status != corev1.ConditionTrue {
 		t.Errorf("PodScheduled condition = %+v, want True", scheduled)
 	}
-	rev := etcdRevision(t, c)
-	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-b"}}
+	_, mod, _ := etcdGet(t, c, "/registry/pods/"+ns+"/p")
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Target: corev1.ObjectReference{Kind: "Node", Name: nodeB}}
 	err = pods.Bind(ctx, b, metav1.CreateOptions{})
 	if !apierrors.IsConflict(err) {
 		t.Errorf("second binding: err %v, want 409 Conflict", err)
 	}
-	if r := etcdRevision(t, c); r != rev {
-		t.Errorf("rejected binding moved etcd revision %d -> %d", rev, r)
+	if _, m, _ := etcdGet(t, c, "/registry/pods/"+ns+"/p"); m != mod {
+		t.Errorf("rejected binding rewrote the pod (modRevision %d -> %d)", mod, m)
 	}
 	p, _ = pods.Get(ctx, "p", metav1.GetOptions{})
-	if p.Spec.NodeName != "node-a" {
-		t.Errorf("after rejected binding spec.nodeName = %q, want node-a", p.Spec.NodeName)
+	if p.Spec.NodeName != nodeA {
+		t.Errorf("after rejected binding spec.nodeName = %q, want %s", p.Spec.NodeName, nodeA)
 	}
 	// binding a pod that does not exist is NotFound
 	b.Name = "missing"
@@ -266,16 +264,15 @@ func TestBinding(t *testing.T) {
 		t.Errorf("binding a missing pod: err %v, want NotFound", err)
 	}
 	// spec.nodeName cannot change through an update
-	p.Spec.NodeName = "node-b"
+	p.Spec.NodeName = nodeB
 	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("update of spec.nodeName: err %v, want 422 Invalid", err)
 	}
 }
 
-// TestGracefulPodDeletion: deleting a pod bound to a node keeps it for its
+// testGracefulPodDeletion: deleting a pod bound to a node keeps it for its
 // grace period; a delete with grace 0 or the end of the period removes it.
-func TestGracefulPodDeletion(t *testing.T) {
-	c := startCluster(t)
+func testGracefulPodDeletion(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 30*time.Second)
@@ -284,7 +281,7 @@ func TestGracefulPodDeletion(t *testing.T) {
 		if _, err := pods.Create(ctx, newPod(name), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
-		bindPod(t, c, ns, name, "node-a")
+		bindPod(t, c, ns, name, ns+"-a")
 	}
 	// an unbound pod goes at once whatever the grace period
 	if _, err := pods.Create(ctx, newPod("unbound"), metav1.CreateOptions{}); err != nil {

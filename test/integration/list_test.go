@@ -22,9 +22,8 @@ func podNames(l *corev1.PodList) []string {
 	return out
 }
 
-// TestSelectors: label and field selectors on list and watch.
-func TestSelectors(t *testing.T) {
-	c := startCluster(t)
+// testSelectors: label and field selectors on list and watch.
+func testSelectors(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 30*time.Second)
@@ -40,8 +39,9 @@ func TestSelectors(t *testing.T) {
 	mk("web-2", map[string]string{"app": "web"})
 	mk("db-1", map[string]string{"app": "db", "tier": "back"})
 	mk("idle", nil)
-	bindPod(t, c, ns, "web-1", "node-a")
-	bindPod(t, c, ns, "db-1", "node-b")
+	nodeA, nodeB, nodeC := ns+"-a", ns+"-b", ns+"-c"
+	bindPod(t, c, ns, "web-1", nodeA)
+	bindPod(t, c, ns, "db-1", nodeB)
 	p, _ := pods.Get(ctx, "web-1", metav1.GetOptions{})
 	p.Status.Phase = corev1.PodRunning
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
@@ -61,14 +61,14 @@ func TestSelectors(t *testing.T) {
 		{"label exists", "tier", "", []string{"db-1", "web-1"}},
 		{"label not exists", "!tier", "", []string{"idle", "web-2"}},
 		{"label and", "app=web,tier=front", "", []string{"web-1"}},
-		{"nodeName", "", "spec.nodeName=node-a", []string{"web-1"}},
+		{"nodeName", "", "spec.nodeName=" + nodeA, []string{"web-1"}},
 		{"unscheduled", "", "spec.nodeName=", []string{"idle", "web-2"}},
 		{"name", "", "metadata.name=db-1", []string{"db-1"}},
 		{"namespace", "", "metadata.namespace=" + ns, []string{"db-1", "idle", "web-1", "web-2"}},
 		{"phase", "", "status.phase=Running", []string{"web-1"}},
 		{"phase not", "", "status.phase!=Running", []string{"db-1", "idle", "web-2"}},
-		{"fields and", "", "status.phase=Pending,spec.nodeName=node-b", []string{"db-1"}},
-		{"labels and fields", "app=web", "spec.nodeName!=node-a", []string{"web-2"}},
+		{"fields and", "", "status.phase=Pending,spec.nodeName=" + nodeB, []string{"db-1"}},
+		{"labels and fields", "app=web", "spec.nodeName!=" + nodeA, []string{"web-2"}},
 		{"no match", "app=none", "", []string{}},
 	}
 	for _, tc := range tests {
@@ -84,7 +84,7 @@ func TestSelectors(t *testing.T) {
 	}
 
 	// field selectors across namespaces
-	l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-b"})
+	l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeB})
 	if err != nil {
 		t.Fatalf("list all namespaces: %v", err)
 	}
@@ -109,12 +109,12 @@ func TestSelectors(t *testing.T) {
 
 	// a watch with a field selector: an object entering the selection is
 	// ADDED, one leaving it is DELETED
-	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-c", ResourceVersion: l.ResourceVersion})
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeC, ResourceVersion: l.ResourceVersion})
 	if err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	defer w.Stop()
-	bindPod(t, c, ns, "web-2", "node-c")
+	bindPod(t, c, ns, "web-2", nodeC)
 	p, _ = pods.Get(ctx, "web-2", metav1.GetOptions{})
 	p.Status.Phase = corev1.PodSucceeded
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
@@ -155,10 +155,9 @@ func TestSelectors(t *testing.T) {
 	}
 }
 
-// TestStaleUpdateConflict: an update with an old resourceVersion is a 409
+// testStaleUpdateConflict: an update with an old resourceVersion is a 409
 // and changes nothing.
-func TestStaleUpdateConflict(t *testing.T) {
-	c := startCluster(t)
+func testStaleUpdateConflict(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -209,9 +208,8 @@ func TestStaleUpdateConflict(t *testing.T) {
 	}
 }
 
-// TestPaging: limit/continue pages are a consistent snapshot.
-func TestPaging(t *testing.T) {
-	c := startCluster(t)
+// testPaging: limit/continue pages are a consistent snapshot.
+func testPaging(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 30*time.Second)

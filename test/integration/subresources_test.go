@@ -29,11 +29,10 @@ func newDeployment(name string, containers ...string) *appsv1.Deployment {
 	return d
 }
 
-// TestDeploymentGenerationStatusScale: generation moves with the spec
+// testDeploymentGenerationStatusScale: generation moves with the spec
 // only; status and spec change only through their own endpoints; scale
 // reads and writes spec.replicas.
-func TestDeploymentGenerationStatusScale(t *testing.T) {
-	c := startCluster(t)
+func testDeploymentGenerationStatusScale(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 30*time.Second)
@@ -130,10 +129,9 @@ func TestDeploymentGenerationStatusScale(t *testing.T) {
 	}
 }
 
-// TestStrategicMergePatch: a strategic merge patch merges a list by its
+// testStrategicMergePatch: a strategic merge patch merges a list by its
 // merge key where a merge patch replaces it.
-func TestStrategicMergePatch(t *testing.T) {
-	c := startCluster(t)
+func testStrategicMergePatch(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ns := newNamespace(t, cs)
 	ctx := testCtx(t, 20*time.Second)
@@ -177,9 +175,8 @@ func TestStrategicMergePatch(t *testing.T) {
 	}
 }
 
-// TestNodeStatus: status changes only through nodes/status.
-func TestNodeStatus(t *testing.T) {
-	c := startCluster(t)
+// testNodeStatus: status changes only through nodes/status.
+func testNodeStatus(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ctx := testCtx(t, 20*time.Second)
 	nc := cs.CoreV1().Nodes()
@@ -223,10 +220,9 @@ func TestNodeStatus(t *testing.T) {
 	}
 }
 
-// TestNamespaceStatusFinalize: delete marks a namespace Terminating; its
+// testNamespaceStatusFinalize: delete marks a namespace Terminating; its
 // spec finalizers are removed only through finalize, after which it goes.
-func TestNamespaceStatusFinalize(t *testing.T) {
-	c := startCluster(t)
+func testNamespaceStatusFinalize(t *testing.T, c *cluster) {
 	cs := c.Clientset()
 	ctx := testCtx(t, 20*time.Second)
 	nc := cs.CoreV1().Namespaces()
