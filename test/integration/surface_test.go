@@ -118,7 +118,11 @@ func checkServed(t *testing.T, idx map[string]map[string]metav1.APIResource, wan
 	t.Helper()
 	r, ok := idx[want.gv][want.name]
 	if !ok {
-		t.Errorf("%s %s: not served (group versions served: %v)", want.gv, want.name, sets.List(sets.KeySet(idx)))
+		if _, ok := idx[want.gv]; !ok {
+			t.Errorf("%s %s: not served (group version %s is not served)", want.gv, want.name, want.gv)
+		} else {
+			t.Errorf("%s %s: not served", want.gv, want.name)
+		}
 		return
 	}
 	if r.Kind != want.kind || r.Namespaced != want.namespaced {
