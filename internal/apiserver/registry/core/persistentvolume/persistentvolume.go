@@ -108,7 +108,7 @@ func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) fie
 	spec := field.NewPath("spec")
 	errs := ValidateSpec(&pv.Spec, spec)
 	if !apiequality.Semantic.DeepEqual(pv.Spec.PersistentVolumeSource, o.Spec.PersistentVolumeSource) {
-		errs = append(errs, field.Forbidden(spec.Child("persistentvolumesource"), "spec.persistentvolumesource is forbidden once the volume is created"))
+		errs = append(errs, field.Forbidden(spec.Child("persistentvolumesource"), "spec.persistentvolumesource is immutable after creation"))
 	}
 	if !apiequality.Semantic.DeepEqual(pv.Spec.VolumeMode, o.Spec.VolumeMode) {
 		errs = append(errs, field.Invalid(spec.Child("volumeMode"), pv.Spec.VolumeMode, "field is immutable"))

@@ -88,7 +88,9 @@ func TestValidateUpdate(t *testing.T) {
 		c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}
 	}
 	size := func(s string) func(*corev1.PersistentVolumeClaim) {
-		return func(c *corev1.PersistentVolumeClaim) { c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(s) }
+		return func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(s)
+		}
 	}
 	tests := []struct {
 		name   string
