@@ -213,16 +213,17 @@ func TestKubectlSurface(t *testing.T) {
 		for _, r := range rows {
 			key := r["NAME"] + " " + r["APIVERSION"]
 			res := apiResource{r["SHORTNAMES"], r["NAMESPACED"], r["KIND"], r["VERBS"], r["CATEGORIES"]}
+			_, checked := issueAPIResources[key]
 			if _, core := coreAPIResources[key]; core {
 				got[key] = res
-			} else {
+			} else if !checked {
 				others = append(others, fmt.Sprintf("%s (%s) short=%q verbs=%s", key, res.Kind, res.ShortNames, res.Verbs))
 			}
 		}
 		if diff := cmp.Diff(coreAPIResources, got); diff != "" {
 			t.Errorf("core api-resources rows (-want +got):\n%s", diff)
 		}
-		t.Logf("other served resources (%d):\n%s", len(others), strings.Join(others, "\n"))
+		t.Logf("served resources outside both lists (%d):\n%s", len(others), strings.Join(others, "\n"))
 
 		var missing []string
 		for key, want := range issueAPIResources {

@@ -469,7 +469,9 @@ func TestControllerRuntimeClient(t *testing.T) {
 		}
 	})
 
-	cl, err := ctrlclient.New(c.Config, ctrlclient.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	// Without a Mapper, the client builds its own dynamic REST mapper
+	// from discovery, as a manager does.
+	cl, err := ctrlclient.New(c.Config, ctrlclient.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatalf("controller-runtime client: %v", err)
 	}
