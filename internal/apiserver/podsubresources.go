@@ -19,6 +19,7 @@ func (s *Server) buildSubresources() map[string]subresourceFunc {
 		m["pods/"+sub] = servePodStream
 	}
 	m["certificatesigningrequests.certificates.k8s.io/approval"] = serveCSRApproval
+	m["pods/eviction"] = servePodEviction
 	return m
 }
 

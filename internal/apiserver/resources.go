@@ -30,7 +30,7 @@ func builtinResources(s *Server, alloc *allocator.Services) []registry.Resource 
 	rs := core.CoreResourcesPart1()
 	for i := range rs {
 		if rs[i].GroupVersion == corev1.SchemeGroupVersion && rs[i].Resource == "pods" {
-			rs[i] = withSub(rs[i], "log", "exec", "attach", "portforward")
+			rs[i] = withSub(rs[i], "log", "exec", "attach", "portforward", "eviction")
 		}
 		if rs[i].GroupVersion == eventsv1.SchemeGroupVersion {
 			rs[i].Stored = eventsStoredAsCore
@@ -39,6 +39,7 @@ func builtinResources(s *Server, alloc *allocator.Services) []registry.Resource 
 	rs = append(rs, core.CoreResourcesPart2(alloc)...)
 	rs = append(rs, apps.Resources()...)
 	rs = append(rs, coordination.Resource(), discovery.Resource())
+	rs = append(rs, more.IssueThreeResourcesA()...)
 	for _, r := range more.IssueThreeResourcesB() {
 		if r.GroupVersion == schedulingv1.SchemeGroupVersion && r.Resource == "priorityclasses" {
 			r = scheduling.Resource(s.listPriorityClasses)

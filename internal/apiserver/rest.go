@@ -701,6 +701,11 @@ func (h *resourceHandler) markForDeletion(ctx context.Context, cur runtime.Objec
 	// collector).
 	fins := m.GetFinalizers()
 	policy := opts.PropagationPolicy
+	if policy == nil && opts.OrphanDependents == nil && h.gr == (schema.GroupResource{Group: "batch", Resource: "jobs"}) {
+		// batch/v1 Jobs orphan their pods unless told otherwise, as upstream.
+		p := metav1.DeletePropagationOrphan
+		policy = &p
+	}
 	if opts.OrphanDependents != nil && *opts.OrphanDependents {
 		p := metav1.DeletePropagationOrphan
 		policy = &p

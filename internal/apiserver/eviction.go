@@ -1,0 +1,128 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/componentstatus"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/policy"
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// servePodEviction serves POST pods/{name}/eviction: the pod is deleted
+// only if no PodDisruptionBudget forbids it (429 otherwise), and the budget
+// that allowed it records the disruption first.
+func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	if info.Verb != "create" {
+		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	ev := &policyv1.Eviction{}
+	if _, err := h.codecs.decodeBody(r, body, ev, policyv1.SchemeGroupVersion.WithKind("Eviction")); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if ev.Name != "" && ev.Name != info.Name {
+		h.codecs.writeError(w, apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in Eviction object")))
+		return
+	}
+	opts := ev.DeleteOptions
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	if vals := r.URL.Query()["dryRun"]; len(vals) > 0 {
+		opts.DryRun = vals
+	}
+	pdbs := h.srv.handlers[policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")]
+	for attempt := 0; ; attempt++ {
+		obj, err := h.get(ctx, r, RequestInfo{Namespace: info.Namespace, Name: info.Name})
+		if err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+		pod := obj.(*corev1.Pod)
+		var budgets []policyv1.PodDisruptionBudget
+		if pdbs != nil {
+			list := &policyv1.PodDisruptionBudgetList{}
+			if err := pdbs.store.List(ctx, pdbs.listPrefix(info.Namespace), storage.ListOptions{}, list); err != nil {
+				h.codecs.writeError(w, apierrors.NewInternalError(err))
+				return
+			}
+			budgets = list.Items
+		}
+		allowed, pdb, err := policy.CheckEviction(pod, budgets, time.Now())
+		if err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+		if !allowed {
+			h.codecs.writeError(w, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10))
+			return
+		}
+		if pdb != nil && len(opts.DryRun) == 0 {
+			rv := pdb.ResourceVersion
+			out := &policyv1.PodDisruptionBudget{}
+			err := pdbs.store.GuaranteedUpdate(ctx, pdbs.key(pdb.Namespace, pdb.Name), out, &storage.Preconditions{ResourceVersion: &rv},
+				func(runtime.Object) (runtime.Object, error) { return pdb, nil })
+			if storage.IsConflict(err) && attempt < 5 {
+				continue
+			}
+			if err != nil {
+				h.codecs.writeError(w, pdbs.apiErr(err, pdb.Name))
+				return
+			}
+		}
+		if opts.Preconditions == nil {
+			uid := pod.UID
+			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		if _, _, err := h.deleteOne(ctx, info.Namespace, info.Name, opts); err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+		h.codecs.writeObject(w, http.StatusCreated, output{mediaType: out.mediaType}, &metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusSuccess, Code: http.StatusCreated,
+		})
+		return
+	}
+}
+
+// componentStatuses serves the read-only, computed ComponentStatus list.
+type componentStatuses struct {
+	registry.Strategy
+	srv *Server
+}
+
+func (c componentStatuses) all(ctx context.Context) []corev1.ComponentStatus {
+	return componentstatus.ComponentStatuses(func() error { return c.srv.checkEtcd(ctx) })
+}
+
+func (c componentStatuses) GetVirtual(ctx context.Context, name string) (runtime.Object, error) {
+	for _, cs := range c.all(ctx) {
+		if cs.Name == name {
+			cs := cs
+			return &cs, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "componentstatuses"}, name)
+}
+
+func (c componentStatuses) ListVirtual(ctx context.Context) (runtime.Object, error) {
+	return &corev1.ComponentStatusList{Items: c.all(ctx)}, nil
+}
