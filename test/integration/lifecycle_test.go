@@ -294,7 +294,7 @@ func testGracefulPodDeletion(t *testing.T, c *cluster) {
 		t.Errorf("unbound pod after delete: err %v, want NotFound", err)
 	}
 
-	deleted := time.Now()
+	var waitedUntil time.Time // the deletionTimestamp of "waited"
 	for _, name := range []string{"forced", "waited"} {
 		if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](2)}); err != nil {
 			t.Fatalf("delete %s: %v", name, err)
@@ -304,8 +304,9 @@ func testGracefulPodDeletion(t *testing.T, c *cluster) {
 			t.Fatalf("get %s right after a graceful delete: %v (want it kept)", name, err)
 		}
 		if p.DeletionTimestamp == nil || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds != 2 {
-			t.Errorf("%s: deletionTimestamp %v deletionGracePeriodSeconds %v; want set and 2", name, p.DeletionTimestamp, p.DeletionGracePeriodSeconds)
+			t.Fatalf("%s: deletionTimestamp %v deletionGracePeriodSeconds %v; want set and 2", name, p.DeletionTimestamp, p.DeletionGracePeriodSeconds)
 		}
+		waitedUntil = p.DeletionTimestamp.Time
 	}
 	// the kubelet confirms with grace 0: gone now
 	if err := pods.Delete(ctx, "forced", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
@@ -314,14 +315,18 @@ func testGracefulPodDeletion(t *testing.T, c *cluster) {
 	if _, err := pods.Get(ctx, "forced", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after delete with grace 0: err %v, want NotFound", err)
 	}
-	// left alone, the other goes after its grace period, not before
+	// left alone, the other goes once its deletionTimestamp (now + grace,
+	// kept to the second as metav1.Time is) has passed, not before
 	eventually(t, 10*time.Second, "pod removed after its grace period", func() (bool, error) {
 		_, err := pods.Get(ctx, "waited", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), err
+		if apierrors.IsNotFound(err) {
+			if now := time.Now(); now.Before(waitedUntil) {
+				t.Errorf("pod removed at %v, before its deletionTimestamp %v", now, waitedUntil)
+			}
+			return true, nil
+		}
+		return false, err
 	})
-	if d := time.Since(deleted); d < 2*time.Second {
-		t.Errorf("pod removed %v after a delete with a 2s grace period", d)
-	}
 	if _, _, found := etcdGet(t, c, "/registry/pods/"+ns+"/waited"); found {
 		t.Errorf("etcd still holds the pod")
 	}
