@@ -75,7 +75,7 @@ func etcdRevision(t testing.TB, c *cluster) int64 {
 // etcdKeys lists the keys under prefix.
 func etcdKeys(t testing.TB, c *cluster, prefix string) []string {
 	t.Helper()
-	resp, err := c.Etcd().Get(testCtx(t, 5*time.Second), prefix, clientv3WithPrefixKeysOnly()...)
+	resp, err := c.Etcd().Get(testCtx(t, 5*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatalf("etcd list %s: %v", prefix, err)
 	}
@@ -170,10 +170,6 @@ func newPod(name string) *corev1.Pod {
 
 func newNode(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-}
-
-func clientv3WithPrefixKeysOnly() []clientv3.OpOption {
-	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly()}
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
