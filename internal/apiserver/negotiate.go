@@ -199,6 +199,9 @@ func (c *codecs) decodeBody(r *http.Request, body []byte, into runtime.Object, g
 	}
 	switch mt {
 	case mediaJSON, mediaYAML, "application/yml", "text/yaml":
+		if err := checkKind(body, mt != mediaJSON, gvk); err != nil {
+			return nil, err
+		}
 		s := c.jsonStrict
 		if mt != mediaJSON {
 			s = c.yamlStrict
@@ -299,3 +302,33 @@ func (c *codecs) decodeOptions(r *http.Request, body []byte, into runtime.Object
 }
 
 func yamlToJSON(b []byte) ([]byte, error) { return yaml.YAMLToJSON(b) }
+
+// checkKind refuses a body whose apiVersion and kind name another type than
+// the endpoint serves (a Secret POSTed to configmaps), before decoding
+// would read it as the endpoint's type.
+func checkKind(body []byte, isYAML bool, want schema.GroupVersionKind) error {
+	data := body
+	if isYAML {
+		var err error
+		if data, err = yaml.YAMLToJSON(body); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+		}
+	}
+	var tm struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := json.Unmarshal(data, &tm); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized or malformed: %v", err))
+	}
+	if tm.Kind != "" && tm.Kind != want.Kind {
+		return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): kind %q is not %q", want.Kind, tm.Kind, want.Kind))
+	}
+	if tm.APIVersion != "" {
+		gv, err := schema.ParseGroupVersion(tm.APIVersion)
+		if err != nil || gv != want.GroupVersion() {
+			return apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", tm.APIVersion, want.GroupVersion()))
+		}
+	}
+	return nil
+}

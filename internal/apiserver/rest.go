@@ -148,6 +148,10 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 	}
 	var obj runtime.Object
 	code := http.StatusOK
+	if wrongTarget(info) {
+		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		return
+	}
 	switch info.Verb {
 	case "get":
 		obj, err = h.get(ctx, r, info)
@@ -876,4 +880,16 @@ func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWrite
 		}
 	}
 	h.codecs.writeObject(w, code, out, obj)
+}
+
+// wrongTarget: POST goes to a collection, PUT and PATCH to an object, as
+// upstream routes them (405 otherwise).
+func wrongTarget(info RequestInfo) bool {
+	switch info.Verb {
+	case "create":
+		return info.Name != "" && info.Subresource == ""
+	case "update", "patch":
+		return info.Name == ""
+	}
+	return false
 }

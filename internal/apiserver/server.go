@@ -65,6 +65,9 @@ type Config struct {
 	Authorizer authz.Authorizer
 	// Registerer receives the server's metrics (default: a new registry).
 	Registry *prometheus.Registry
+	// WatchBookmarkInterval is how often watchers that allow bookmarks get
+	// one (default 30s; tests shorten it).
+	WatchBookmarkInterval time.Duration
 }
 
 // Server is a running (or ready to run) API server.
@@ -152,7 +155,7 @@ func New(cfg Config) (*Server, error) {
 		h := &resourceHandler{}
 		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
-			storage.CacherOptions{OnCount: func(n int) { s.metrics.SetStorageObjects(res.Resource+groupSuffix(res.GroupVersion.Group), int64(n)) }})
+			storage.CacherOptions{BookmarkInterval: cfg.WatchBookmarkInterval, OnCount: func(n int) { s.metrics.SetStorageObjects(res.Resource+groupSuffix(res.GroupVersion.Group), int64(n)) }})
 		*h = *newResourceHandler(res, cacher, c, s)
 		s.cachers = append(s.cachers, cacher)
 		s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
@@ -381,12 +384,6 @@ func (s *Server) getNamespace(ctx context.Context, name string) (*corev1.Namespa
 		return nil, apierrors.NewInternalError(err)
 	}
 	return ns, nil
-}
-
-// admit is the seam for admission: the built-in plugins and webhooks of
-// the security issue plug in here. op is "create" or "update".
-func (s *Server) admit(ctx context.Context, h *resourceHandler, obj, old runtime.Object, op string) error {
-	return nil
 }
 
 var _ = meta.Accessor
