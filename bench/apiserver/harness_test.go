@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,9 +96,14 @@ const protobuf = runtime.ContentTypeProtobuf
 // result is what a concurrent run measured.
 type result struct {
 	elapsed   time.Duration
+	cpu       time.Duration // CPU time of the whole process (server, etcd and clients)
 	latencies []time.Duration
 	ops       int
 }
+
+// cpuPerOp is the process CPU time per operation. On a shared machine it
+// moves less than throughput does when other work takes the cores.
+func (r result) cpuPerOp() time.Duration { return r.cpu / time.Duration(r.ops) }
 
 func (r result) opsPerSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
@@ -113,6 +119,7 @@ func runConcurrent(workers, n int, op func(worker, i int) error) (result, error)
 		wg       sync.WaitGroup
 	)
 	lats := make([][]time.Duration, workers)
+	cpu0 := processCPU()
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -134,7 +141,7 @@ func runConcurrent(workers, n int, op func(worker, i int) error) (result, error)
 		}(w)
 	}
 	wg.Wait()
-	r := result{elapsed: time.Since(start), ops: n}
+	r := result{elapsed: time.Since(start), cpu: processCPU() - cpu0, ops: n}
 	for _, l := range lats {
 		r.latencies = append(r.latencies, l...)
 	}
@@ -153,6 +160,15 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return ds[rank]
 }
 
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // report records throughput and latency of r under the given prefix
@@ -161,4 +177,16 @@ func report(b *testing.B, prefix string, r result) {
 	b.ReportMetric(r.opsPerSec(), prefix+"ops/s")
 	b.ReportMetric(ms(percentile(r.latencies, 50)), prefix+"p50_ms")
 	b.ReportMetric(ms(percentile(r.latencies, 99)), prefix+"p99_ms")
+	b.ReportMetric(float64(r.cpuPerOp())/float64(time.Microsecond), prefix+"cpu_us/op")
+}
+
+// reportRatios records api ÷ etcd throughput (ratio) and the same ratio
+// computed from CPU time per operation (cpu_ratio: etcd CPU/op ÷ API CPU/op),
+// which is what the throughput ratio would be on idle cores if both were
+// CPU-bound.
+func reportRatios(b *testing.B, api, etcd result) {
+	b.ReportMetric(api.opsPerSec()/etcd.opsPerSec(), "ratio")
+	if api.cpu > 0 && etcd.cpu > 0 {
+		b.ReportMetric(float64(etcd.cpuPerOp())/float64(api.cpuPerOp()), "cpu_ratio")
+	}
 }

@@ -114,7 +114,7 @@ func BenchmarkCreate(b *testing.B) {
 				}
 				report(b, "", api)
 				report(b, "etcd_", raw)
-				b.ReportMetric(api.opsPerSec()/raw.opsPerSec(), "ratio")
+				reportRatios(b, api, raw)
 				b.ReportMetric(float64(len(value)), "obj_bytes")
 			})
 		}
@@ -152,7 +152,7 @@ func BenchmarkGet(b *testing.B) {
 			}
 			report(b, "", api)
 			report(b, "etcd_", raw)
-			b.ReportMetric(api.opsPerSec()/raw.opsPerSec(), "ratio")
+			reportRatios(b, api, raw)
 		})
 	}
 }
@@ -200,7 +200,7 @@ func BenchmarkList(b *testing.B) {
 			}
 			report(b, "", api)
 			report(b, "etcd_", raw)
-			b.ReportMetric(api.opsPerSec()/raw.opsPerSec(), "ratio")
+			reportRatios(b, api, raw)
 		})
 	}
 }
