@@ -1,0 +1,319 @@
+package garbagecollector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// ownerState is what an owner reference points at.
+type ownerState int
+
+const (
+	// solid: the owner exists and is not waiting for its dependents.
+	solid ownerState = iota
+	// dangling: no object with the owner's UID exists.
+	dangling
+	// waiting: the owner is being deleted in the foreground.
+	waiting
+)
+
+// actionKind is what attemptToDelete decided for a dependent.
+type actionKind int
+
+const (
+	keep actionKind = iota
+	removeOwnerRefs
+	deleteItem
+)
+
+// action is the pure decision for one dependent.
+type action struct {
+	kind   actionKind
+	remove []types.UID                // owner UIDs whose references go (removeOwnerRefs)
+	policy metav1.DeletionPropagation // for deleteItem
+}
+
+// decide chooses what to do with item given the state of each of its
+// owners (by UID) and whether it has dependents itself:
+//   - an item with a solid owner stays, losing its references to gone
+//     owners and to owners deleted in the foreground;
+//   - an item with no solid owner is deleted: in the foreground when an
+//     owner waits for it and it has dependents of its own, else as its own
+//     finalizers ask (orphan, foreground) or in the background.
+func decide(item metav1.Object, states map[types.UID]ownerState, hasDependents bool) action {
+	var nSolid int
+	var gone, wait []types.UID
+	for _, r := range item.GetOwnerReferences() {
+		switch states[r.UID] {
+		case solid:
+			nSolid++
+		case dangling:
+			gone = append(gone, r.UID)
+		case waiting:
+			wait = append(wait, r.UID)
+		}
+	}
+	if len(gone) == 0 && len(wait) == 0 {
+		return action{kind: keep}
+	}
+	if nSolid > 0 {
+		return action{kind: removeOwnerRefs, remove: append(gone, wait...)}
+	}
+	policy := metav1.DeletePropagationBackground
+	switch {
+	case len(wait) > 0 && hasDependents:
+		policy = metav1.DeletePropagationForeground
+	case hasFinalizer(item, metav1.FinalizerOrphanDependents):
+		policy = metav1.DeletePropagationOrphan
+	case hasFinalizer(item, metav1.FinalizerDeleteDependents):
+		policy = metav1.DeletePropagationForeground
+	}
+	return action{kind: deleteItem, policy: policy}
+}
+
+// attemptToDelete checks the owners of ref and collects it if they are
+// gone; for an owner being deleted in the foreground it deletes the
+// dependents and removes the finalizer once no blocking dependent is left.
+func (c *Controller) attemptToDelete(ctx context.Context, ref objectRef) error {
+	if c.ownersSolidInCache(ref) {
+		return nil
+	}
+	item, err := c.metadata.Resource(ref.Resource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get %s: %w", ref, err)
+	}
+	if ref.UID != "" && item.UID != ref.UID {
+		return nil
+	}
+	ref.UID = item.UID
+	if item.DeletionTimestamp != nil {
+		if !hasFinalizer(item, metav1.FinalizerDeleteDependents) {
+			return nil
+		}
+		return c.processDeletingDependents(ctx, ref)
+	}
+	if len(item.OwnerReferences) == 0 {
+		return nil
+	}
+	states := map[types.UID]ownerState{}
+	for _, r := range item.OwnerReferences {
+		st, err := c.ownerState(ctx, item.Namespace, r)
+		if err != nil {
+			return err
+		}
+		states[r.UID] = st
+	}
+	act := decide(item, states, len(c.dependents(item.UID)) > 0)
+	switch act.kind {
+	case removeOwnerRefs:
+		drop := map[types.UID]bool{}
+		for _, u := range act.remove {
+			drop[u] = true
+		}
+		return c.updateMeta(ctx, ref, func(m *metav1.PartialObjectMetadata) bool {
+			return removeOwners(m, drop)
+		})
+	case deleteItem:
+		klog.FromContext(ctx).V(2).Info("garbage collector: deleting object whose owners are gone", "object", ref.String(), "propagation", act.policy)
+		err := c.metadata.Resource(ref.Resource).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
+			Preconditions:     &metav1.Preconditions{UID: &ref.UID},
+			PropagationPolicy: &act.policy,
+		})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
+	return nil
+}
+
+// processDeletingDependents deletes the dependents of an owner being
+// deleted in the foreground and removes its finalizer once no dependent
+// with blockOwnerDeletion is left.
+func (c *Controller) processDeletingDependents(ctx context.Context, ref objectRef) error {
+	blocking := 0
+	for _, d := range c.dependents(ref.UID) {
+		if r := ownerRefTo(d.meta, ref.UID); r != nil && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			blocking++
+		}
+		if d.meta.GetDeletionTimestamp() == nil {
+			c.deleteQueue.Add(d.ref)
+		}
+	}
+	if blocking > 0 {
+		// Each blocking dependent's deletion queues this owner again.
+		return nil
+	}
+	return c.updateMeta(ctx, ref, func(m *metav1.PartialObjectMetadata) bool {
+		return removeFinalizer(m, metav1.FinalizerDeleteDependents)
+	})
+}
+
+// attemptToOrphan removes the references to an owner deleted with the
+// orphan finalizer from its dependents, then the finalizer.
+func (c *Controller) attemptToOrphan(ctx context.Context, ref objectRef) error {
+	item, err := c.metadata.Resource(ref.Resource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get %s: %w", ref, err)
+	}
+	if item.UID != ref.UID || item.DeletionTimestamp == nil || !hasFinalizer(item, metav1.FinalizerOrphanDependents) {
+		return nil
+	}
+	drop := map[types.UID]bool{ref.UID: true}
+	for _, d := range c.dependents(ref.UID) {
+		if err := c.updateMeta(ctx, d.ref, func(m *metav1.PartialObjectMetadata) bool { return removeOwners(m, drop) }); err != nil {
+			return fmt.Errorf("orphan %s: %w", d.ref, err)
+		}
+	}
+	return c.updateMeta(ctx, ref, func(m *metav1.PartialObjectMetadata) bool {
+		return removeFinalizer(m, metav1.FinalizerOrphanDependents)
+	})
+}
+
+// ownersSolidInCache is the cheap path: the cached item and all its
+// owners exist with the right UIDs and no owner waits for dependents.
+func (c *Controller) ownersSolidInCache(ref objectRef) bool {
+	item, ok := c.cached(ref.Resource.GroupResource(), ref.Namespace, ref.Name)
+	if !ok || item.GetUID() != ref.UID || item.GetDeletionTimestamp() != nil {
+		return false
+	}
+	for _, r := range item.GetOwnerReferences() {
+		gvr, namespaced, err := c.resourceFor(r.APIVersion, r.Kind)
+		if err != nil {
+			return false
+		}
+		ns := ""
+		if namespaced {
+			ns = item.GetNamespace()
+		}
+		owner, ok := c.cached(gvr.GroupResource(), ns, r.Name)
+		if !ok || owner.GetUID() != r.UID {
+			return false
+		}
+		if owner.GetDeletionTimestamp() != nil && hasFinalizer(owner, metav1.FinalizerDeleteDependents) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerState reads the owner r of an object in namespace itemNS live.
+func (c *Controller) ownerState(ctx context.Context, itemNS string, r metav1.OwnerReference) (ownerState, error) {
+	gvr, namespaced, err := c.resourceFor(r.APIVersion, r.Kind)
+	if err != nil {
+		if rerr := c.resync(ctx); rerr == nil {
+			gvr, namespaced, err = c.resourceFor(r.APIVersion, r.Kind)
+		}
+		if err != nil {
+			return solid, err
+		}
+	}
+	ns := ""
+	if namespaced {
+		if itemNS == "" {
+			// A cluster-scoped object cannot be owned by a namespaced one.
+			return dangling, nil
+		}
+		ns = itemNS
+	}
+	o, err := c.metadata.Resource(gvr).Namespace(ns).Get(ctx, r.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return dangling, nil
+	}
+	if err != nil {
+		return solid, fmt.Errorf("get owner %s %s: %w", r.Kind, r.Name, err)
+	}
+	if o.UID != r.UID {
+		return dangling, nil
+	}
+	if o.DeletionTimestamp != nil && hasFinalizer(o, metav1.FinalizerDeleteDependents) {
+		return waiting, nil
+	}
+	return solid, nil
+}
+
+// updateMeta reads ref, lets mutate change its ownerReferences or
+// finalizers, and writes them back with a merge patch guarded by the
+// object's UID and resourceVersion, retrying on conflicts.
+func (c *Controller) updateMeta(ctx context.Context, ref objectRef, mutate func(*metav1.PartialObjectMetadata) bool) error {
+	client := c.metadata.Resource(ref.Resource).Namespace(ref.Namespace)
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var cur *metav1.PartialObjectMetadata
+		cur, err = client.Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get %s: %w", ref, err)
+		}
+		if cur.UID != ref.UID {
+			return nil
+		}
+		next := cur.DeepCopy()
+		if !mutate(next) {
+			return nil
+		}
+		patch, merr := json.Marshal(map[string]any{"metadata": map[string]any{
+			"uid":             cur.UID,
+			"resourceVersion": cur.ResourceVersion,
+			"ownerReferences": next.OwnerReferences,
+			"finalizers":      next.Finalizers,
+		}})
+		if merr != nil {
+			return fmt.Errorf("patch %s: %w", ref, merr)
+		}
+		_, err = client.Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
+			continue
+		default:
+			return fmt.Errorf("patch %s: %w", ref, err)
+		}
+	}
+	return fmt.Errorf("patch %s: %w", ref, err)
+}
+
+// removeOwners drops the ownerReferences to the UIDs in drop.
+func removeOwners(m *metav1.PartialObjectMetadata, drop map[types.UID]bool) bool {
+	var kept []metav1.OwnerReference
+	for _, r := range m.OwnerReferences {
+		if !drop[r.UID] {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == len(m.OwnerReferences) {
+		return false
+	}
+	m.OwnerReferences = kept
+	return true
+}
+
+// removeFinalizer drops finalizer f.
+func removeFinalizer(m *metav1.PartialObjectMetadata, f string) bool {
+	var kept []string
+	for _, x := range m.Finalizers {
+		if x != f {
+			kept = append(kept, x)
+		}
+	}
+	if len(kept) == len(m.Finalizers) {
+		return false
+	}
+	m.Finalizers = kept
+	return true
+}
