@@ -1,0 +1,482 @@
+// Package manager runs Skiff's controllers, the way kube-controller-manager
+// runs upstream's: one client a controller (its user agent names it), one
+// shared informer factory and one metadata informer factory for all of
+// them, an event recorder a controller, optional leader election on a
+// Lease, and /healthz and /metrics on a plain-HTTP address.
+//
+// The controllers it knows are listed in one place, Controllers (in
+// controllers.go); --controllers picks among them with upstream's syntax.
+// The sequence is: build every enabled controller (InitFuncs only ask for
+// informers), start the informer factories, wait until every cache has
+// synced, then call each controller's Start; the first error stops all.
+//
+// Work queue metrics use upstream's names (workqueue_depth,
+// workqueue_adds_total, workqueue_queue_duration_seconds,
+// workqueue_work_duration_seconds, workqueue_unfinished_work_seconds,
+// workqueue_longest_running_processor_seconds, workqueue_retries_total,
+// label name = queue name = controller name). client-go's
+// workqueue.SetProvider is process-global and takes effect only once: the
+// first Manager started in a process sets it, on its Options.Metrics
+// registry, and later managers in the same process (tests) publish their
+// queue metrics through that first provider.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+)
+
+// Defaults, upstream's where upstream has one.
+const (
+	DefaultAddress        = "127.0.0.1:10257"
+	DefaultLeaseNamespace = "kube-system"
+	DefaultLeaseName      = "kube-controller-manager"
+	DefaultLeaseDuration  = 15 * time.Second
+	DefaultRenewDeadline  = 10 * time.Second
+	DefaultRetryPeriod    = 2 * time.Second
+	DefaultResyncPeriod   = 12 * time.Hour
+	// DefaultQPS and DefaultBurst are higher than upstream's 20/30 so that
+	// a Deployment of a thousand replicas does not wait on the client's
+	// rate limiter; --kube-api-qps/--kube-api-burst set them.
+	DefaultQPS   = 100
+	DefaultBurst = 200
+	// UserAgent prefixes each controller's client user agent.
+	UserAgent = "skiff-controller-manager"
+)
+
+// Options configure a Manager; the zero value means the defaults.
+type Options struct {
+	// Controllers selects the controllers to run (default "*").
+	Controllers Selection
+	// InitFuncs are the known controllers (default Controllers()).
+	InitFuncs map[string]controllercontext.InitFunc
+	// LeaderElect turns on leader election on the Lease
+	// LeaseNamespace/LeaseName with the given durations.
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	// Identity is this manager's holder identity (default hostname_uuid).
+	Identity string
+	// Address serves /healthz and /metrics over plain HTTP; empty serves
+	// nothing (in-process in `skiff server`, whose API server serves the
+	// shared registry on /metrics).
+	Address string
+	// Metrics receives the work queue metrics and is served on /metrics
+	// (default a new registry).
+	Metrics *prometheus.Registry
+	// QPS and Burst of each controller's client.
+	QPS   float32
+	Burst int
+	// ResyncPeriod of the shared informers (default 12h).
+	ResyncPeriod time.Duration
+	// Controller is handed to every controller.
+	Controller controllercontext.Options
+	// Clock is handed to every controller (default the real clock).
+	Clock clock.WithTicker
+}
+
+// Manager runs the enabled controllers.
+type Manager struct {
+	config *rest.Config
+	opts   Options
+	ready  chan struct{}
+
+	mu   sync.Mutex
+	addr string
+}
+
+// New validates the options; it has no side effects until Start.
+func New(config *rest.Config, opts Options) (*Manager, error) {
+	if config == nil {
+		return nil, errors.New("controller manager: a client config is required")
+	}
+	if opts.InitFuncs == nil {
+		opts.InitFuncs = Controllers()
+	}
+	if len(opts.Controllers) == 0 {
+		opts.Controllers = Selection{"*"}
+	}
+	if _, err := ParseSelection(opts.Controllers, Names(opts.InitFuncs)); err != nil {
+		return nil, fmt.Errorf("controller manager: --controllers: %w", err)
+	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = DefaultLeaseNamespace
+	}
+	if opts.LeaseName == "" {
+		opts.LeaseName = DefaultLeaseName
+	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.RenewDeadline <= 0 {
+		opts.RenewDeadline = DefaultRenewDeadline
+	}
+	if opts.RetryPeriod <= 0 {
+		opts.RetryPeriod = DefaultRetryPeriod
+	}
+	if opts.LeaderElect && opts.LeaseDuration <= opts.RenewDeadline {
+		return nil, fmt.Errorf("controller manager: --leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", opts.LeaseDuration, opts.RenewDeadline)
+	}
+	if opts.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "skiff"
+		}
+		opts.Identity = host + "_" + uuid.NewString()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.QPS == 0 {
+		opts.QPS = DefaultQPS
+	}
+	if opts.Burst == 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.ResyncPeriod <= 0 {
+		opts.ResyncPeriod = DefaultResyncPeriod
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Manager{config: rest.CopyConfig(config), opts: opts, ready: make(chan struct{})}, nil
+}
+
+// Names are the sorted names of a registry.
+func Names(funcs map[string]controllercontext.InitFunc) []string {
+	names := make([]string, 0, len(funcs))
+	for n := range funcs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Enabled are the names of the controllers this manager runs, sorted.
+func (m *Manager) Enabled() []string {
+	var out []string
+	for _, n := range Names(m.opts.InitFuncs) {
+		if m.opts.Controllers.Enabled(n, false) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Ready is closed once the manager serves /healthz (if it has an address)
+// and has begun to run or to wait for leadership.
+func (m *Manager) Ready() <-chan struct{} { return m.ready }
+
+// Addr is the address /healthz and /metrics listen on, once Ready.
+func (m *Manager) Addr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Start runs the manager until ctx is done and returns the first fatal
+// error: a controller that fails to build or returns an error, or lost
+// leadership.
+func (m *Manager) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("controller-manager")
+	ctx = klog.NewContext(ctx, logger)
+	provider, err := newWorkqueueMetrics(registerer{m.opts.Metrics})
+	if err != nil {
+		return fmt.Errorf("controller manager: metrics: %w", err)
+	}
+	workqueue.SetProvider(provider) // process-global; only the first call counts
+
+	var watchdog *leaderelection.HealthzAdaptor
+	if m.opts.LeaderElect {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	if m.opts.Address != "" {
+		stop, err := m.serve(ctx, watchdog)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	close(m.ready)
+
+	if !m.opts.LeaderElect {
+		return m.run(ctx)
+	}
+	return m.runLeading(ctx, watchdog)
+}
+
+func (m *Manager) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
+	ln, err := net.Listen("tcp", m.opts.Address)
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: listen on %s: %w", m.opts.Address, err)
+	}
+	m.mu.Lock()
+	m.addr = ln.Addr().String()
+	m.mu.Unlock()
+	mux := http.NewServeMux()
+	healthz := func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, "[-]leaderElection failed: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	}
+	mux.HandleFunc("/healthz", healthz)
+	mux.HandleFunc("/livez", healthz)
+	mux.HandleFunc("/readyz", healthz)
+	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Metrics, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Health and metrics server stopped")
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
+func (m *Manager) runLeading(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) error {
+	logger := klog.FromContext(ctx)
+	client, err := kubernetes.NewForConfig(m.clientConfig("leader-election"))
+	if err != nil {
+		return fmt.Errorf("controller manager: leader election client: %w", err)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: m.opts.LeaseNamespace, Name: m.opts.LeaseName},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: m.opts.Identity},
+	}
+	leCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		runErr  error
+		started = make(chan struct{})
+		done    = make(chan struct{})
+	)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   m.opts.LeaseDuration,
+		RenewDeadline:   m.opts.RenewDeadline,
+		RetryPeriod:     m.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            m.opts.LeaseName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				close(started)
+				defer close(done)
+				logger.Info("Became leader; starting controllers", "identity", m.opts.Identity)
+				if err := m.run(lctx); err != nil {
+					runErr = err
+					cancel()
+				}
+			},
+			OnStoppedLeading: func() {
+				logger.Info("Stopped leading", "identity", m.opts.Identity)
+			},
+			OnNewLeader: func(identity string) {
+				if identity != m.opts.Identity {
+					logger.Info("New leader elected", "identity", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("controller manager: leader election: %w", err)
+	}
+	le.Run(leCtx)
+	select {
+	case <-started:
+		<-done
+	default:
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("controller manager: leader election lost")
+}
+
+func (m *Manager) clientConfig(name string) *rest.Config {
+	c := rest.CopyConfig(m.config)
+	c.UserAgent = UserAgent + "/" + name
+	c.QPS = m.opts.QPS
+	c.Burst = m.opts.Burst
+	return c
+}
+
+// run builds, syncs and starts the enabled controllers, and blocks until
+// ctx is done or one fails.
+func (m *Manager) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	shared, err := kubernetes.NewForConfig(m.clientConfig("shared-informers"))
+	if err != nil {
+		return fmt.Errorf("controller manager: informer client: %w", err)
+	}
+	metaShared, err := metadata.NewForConfig(m.clientConfig("shared-informers"))
+	if err != nil {
+		return fmt.Errorf("controller manager: metadata informer client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(shared, m.opts.ResyncPeriod)
+	metaFactory := metadatainformer.NewSharedInformerFactory(metaShared, m.opts.ResyncPeriod)
+	defer factory.Shutdown()
+	defer metaFactory.Shutdown()
+
+	events, err := kubernetes.NewForConfig(m.clientConfig("events"))
+	if err != nil {
+		return fmt.Errorf("controller manager: events client: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	type running struct {
+		name string
+		c    controllercontext.Controller
+	}
+	var controllers []running
+	for _, name := range m.Enabled() {
+		cfg := m.clientConfig(name)
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("controller %s: client: %w", name, err)
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("controller %s: dynamic client: %w", name, err)
+		}
+		meta, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("controller %s: metadata client: %w", name, err)
+		}
+		cc := controllercontext.Context{
+			Client:            client,
+			Dynamic:           dyn,
+			Metadata:          meta,
+			Informers:         factory,
+			MetadataInformers: metaFactory,
+			Recorder:          broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ComponentName(name)}),
+			Clock:             m.opts.Clock,
+			Options:           m.opts.Controller,
+		}
+		c, err := m.opts.InitFuncs[name](klog.NewContext(ctx, logger.WithValues("controller", name)), cc)
+		if err != nil {
+			return fmt.Errorf("controller %s: %w", name, err)
+		}
+		if c == nil {
+			logger.Info("Controller disabled by its own choice", "controller", name)
+			continue
+		}
+		controllers = append(controllers, running{name, c})
+	}
+
+	start := time.Now()
+	factory.Start(ctx.Done())
+	metaFactory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return cacheError(ctx, typ.String())
+		}
+	}
+	for gvr, ok := range metaFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return cacheError(ctx, gvr.String())
+		}
+	}
+	logger.V(1).Info("Informer caches synced", "duration", time.Since(start))
+
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for _, r := range controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			logger.V(1).Info("Starting controller", "controller", r.name)
+			err := r.c.Start(klog.NewContext(ctx, logger.WithValues("controller", r.name)))
+			if err != nil && ctx.Err() == nil {
+				errOnce.Do(func() { firstErr = fmt.Errorf("controller %s: %w", r.name, err) })
+				cancel()
+			}
+		}()
+	}
+	logger.Info("Started controllers", "controllers", len(controllers))
+	<-ctx.Done()
+	wg.Wait()
+	return firstErr
+}
+
+func cacheError(ctx context.Context, what string) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("controller manager: cache of %s did not sync", what)
+}
+
+// registerer registers a collector, or reuses the one already registered
+// under the same name (a manager restarted in the same process).
+type registerer struct{ reg prometheus.Registerer }
+
+func (r registerer) Register(c prometheus.Collector) error {
+	err := r.reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		return nil
+	}
+	return err
+}
+
+func (r registerer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r registerer) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
