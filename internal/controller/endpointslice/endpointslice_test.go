@@ -28,7 +28,7 @@ func service(name string, mut ...func(*corev1.Service)) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Selector:  map[string]string{"app": "web"},
 			ClusterIP: "10.43.0.20",
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")}},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")}},
 		},
 	}
 	for _, m := range mut {
