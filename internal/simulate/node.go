@@ -117,7 +117,7 @@ func PodCIDR(i int) string {
 
 // InternalIP is the InternalIP of node i: 172.16.0.0 + i + 1.
 func InternalIP(i int) netip.Addr {
-	n := uint32(172)<<24 | uint32(16)<<16 + uint32(i) + 1
+	n := (uint32(172)<<24 | uint32(16)<<16) + uint32(i) + 1
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
