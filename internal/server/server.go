@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +15,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/server/bootstrap"
@@ -53,6 +57,10 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Out receives the human-readable start-up summary (default stderr).
 	Out io.Writer
+	// Controllers selects the in-process controllers (default "*") and
+	// ControllerOptions tunes them (default upstream's durations).
+	Controllers       manager.Selection
+	ControllerOptions *manager.Options
 	// CommandName is how the user invoked skiff (e.g. bin/skiff), for the
 	// command the summary suggests (default "skiff").
 	CommandName string
@@ -116,7 +124,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}()
 	logger.V(1).Info("etcd ready", "endpoints", store.Endpoints())
 
+	// One registry: the API server serves it on /metrics, with the
+	// controllers' work queue metrics in it.
+	registry := prometheus.NewRegistry()
 	api, err := apiserver.New(apiserver.Config{
+		Registry:    registry,
 		Etcd:        store.Client(),
 		ClientCA:    bundle.CAPool,
 		ServingCert: bundle.Serving,
@@ -157,6 +169,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 
+	cmHandle, err := launchControllerManager(ctx, cfg, bundle.AdminRESTConfig(serverURL), registry)
+	if err != nil {
+		return err
+	}
+	// Deferred: the controllers stop before the API server.
+	defer func() {
+		logger.V(1).Info("Stopping controller manager")
+		if stopErr := cmHandle.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+
 	fmt.Fprintf(cfg.Out, "Skiff is ready in %v: API server at %s.\n", time.Since(start).Round(time.Millisecond), serverURL)
 	fmt.Fprintf(cfg.Out, "Admin kubeconfig: %s\n", kubeconfig)
 	if cfg.DataDir == DefaultDataDir {
@@ -176,7 +200,39 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(apiHandle.Err(), "apiserver"))
 	case <-etcdHandle.Done():
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(etcdHandle.Err(), "etcd"))
+	case <-cmHandle.Done():
+		return fmt.Errorf("stopped unexpectedly: %w", orStopped(cmHandle.Err(), "controller-manager"))
 	}
+}
+
+// launchControllerManager starts the controllers in process, once the API
+// server is ready and bootstrapped. They publish their metrics in the API
+// server's registry and open no port of their own (so a separate `skiff
+// controller-manager` can still take 10257). Leader election on the Lease
+// kube-system/kube-controller-manager is on, with an identity that is
+// stable for this host and data directory: a restarted server takes its
+// Lease back at once, and servers sharing an external etcd elect one.
+func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry) (*lifecycle.Handle, error) {
+	opts := manager.Options{Controller: manager.DefaultControllerOptions()}
+	if cfg.ControllerOptions != nil {
+		opts = *cfg.ControllerOptions
+	}
+	if len(cfg.Controllers) > 0 {
+		opts.Controllers = cfg.Controllers
+	}
+	opts.Metrics = registry
+	opts.Address = ""
+	opts.LeaderElect = true
+	if opts.Identity == "" {
+		host, _ := os.Hostname()
+		sum := sha256.Sum256([]byte(cfg.DataDir))
+		opts.Identity = fmt.Sprintf("%s_skiff-server-%x", host, sum[:4])
+	}
+	cm, err := manager.New(restConfig, opts)
+	if err != nil {
+		return nil, fmt.Errorf("controller manager: %w", err)
+	}
+	return lifecycle.Launch(ctx, "controller-manager", cm, cfg.ReadyTimeout)
 }
 
 func orStopped(err error, name string) error {

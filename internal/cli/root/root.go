@@ -4,6 +4,7 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
 	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	"github.com/skiff-sh/skiff/internal/cli/server"
 	"github.com/skiff-sh/skiff/internal/cli/version"
@@ -23,5 +24,6 @@ func NewCommand() *cobra.Command {
 	}
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(server.NewCommand(), kubectl.NewCommand(), version.NewCommand())
+	cmd.AddCommand(controllermanager.NewCommand())
 	return cmd
 }

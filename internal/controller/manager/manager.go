@@ -73,6 +73,21 @@ const (
 	UserAgent = "skiff-controller-manager"
 )
 
+// DefaultControllerOptions are upstream's controller durations and rates.
+func DefaultControllerOptions() controllercontext.Options {
+	return controllercontext.Options{
+		NodeMonitorGracePeriod:    50 * time.Second,
+		NodeMonitorPeriod:         5 * time.Second,
+		NodeStartupGracePeriod:    60 * time.Second,
+		NodeEvictionRate:          0.1,
+		SecondaryNodeEvictionRate: 0.01,
+		UnhealthyZoneThreshold:    0.55,
+		LargeClusterSizeThreshold: 50,
+		TerminatedPodGCThreshold:  12500,
+		ConcurrentSyncs:           map[string]int{},
+	}
+}
+
 // Options configure a Manager; the zero value means the defaults.
 type Options struct {
 	// Controllers selects the controllers to run (default "*").

@@ -1,0 +1,245 @@
+// Package controllermanager is the `skiff controller-manager` command: the
+// controller manager alone, a client of an API server given by kubeconfig.
+package controllermanager
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/manager"
+)
+
+// Flags are the command-line flags of `skiff controller-manager`, named as
+// kube-controller-manager's.
+type Flags struct {
+	Kubeconfig  string
+	Controllers []string
+	Address     string
+
+	LeaderElect        bool
+	LeaseDuration      time.Duration
+	RenewDeadline      time.Duration
+	RetryPeriod        time.Duration
+	ResourceNamespace  string
+	ResourceName       string
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+	RootCAFile         string
+	ConcurrentSyncs    map[string]int
+	NodeMonitorGrace   time.Duration
+	NodeMonitorPeriod  time.Duration
+	NodeStartupGrace   time.Duration
+	NodeEvictionRate   float64
+	SecondaryEviction  float64
+	UnhealthyZone      float64
+	LargeClusterSize   int
+	TerminatedPodGCMax int
+}
+
+// DefaultFlags are upstream's defaults.
+func DefaultFlags() Flags {
+	o := manager.DefaultControllerOptions()
+	return Flags{
+		Controllers:        []string{"*"},
+		Address:            manager.DefaultAddress,
+		LeaderElect:        true,
+		LeaseDuration:      manager.DefaultLeaseDuration,
+		RenewDeadline:      manager.DefaultRenewDeadline,
+		RetryPeriod:        manager.DefaultRetryPeriod,
+		ResourceNamespace:  manager.DefaultLeaseNamespace,
+		ResourceName:       manager.DefaultLeaseName,
+		KubeAPIQPS:         manager.DefaultQPS,
+		KubeAPIBurst:       manager.DefaultBurst,
+		ConcurrentSyncs:    map[string]int{},
+		NodeMonitorGrace:   o.NodeMonitorGracePeriod,
+		NodeMonitorPeriod:  o.NodeMonitorPeriod,
+		NodeStartupGrace:   o.NodeStartupGracePeriod,
+		NodeEvictionRate:   o.NodeEvictionRate,
+		SecondaryEviction:  o.SecondaryNodeEvictionRate,
+		UnhealthyZone:      o.UnhealthyZoneThreshold,
+		LargeClusterSize:   o.LargeClusterSizeThreshold,
+		TerminatedPodGCMax: o.TerminatedPodGCThreshold,
+	}
+}
+
+// NewCommand builds `skiff controller-manager`.
+func NewCommand() *cobra.Command {
+	f := DefaultFlags()
+	cmd := &cobra.Command{
+		Use:   "controller-manager",
+		Short: "Run the controller manager alone, against an API server",
+		Long: `Run Skiff's controllers (deployment, replicaset, ...) as a client of an
+API server, the way kube-controller-manager does. It serves /healthz and
+/metrics over plain HTTP on --address (default 127.0.0.1:10257) and, with
+--leader-elect (the default), runs controllers only while it holds the Lease
+kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, cfg)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required)")
+	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
+	fs.StringVar(&f.Address, "address", f.Address, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
+	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "take a Lease before running controllers, so that only one manager runs them")
+	fs.DurationVar(&f.LeaseDuration, "leader-elect-lease-duration", f.LeaseDuration, "how long other candidates wait after the leader's last renewal before taking over")
+	fs.DurationVar(&f.RenewDeadline, "leader-elect-renew-deadline", f.RenewDeadline, "how long the leader retries renewing before it gives up leading")
+	fs.DurationVar(&f.RetryPeriod, "leader-elect-retry-period", f.RetryPeriod, "how long candidates wait between attempts to acquire or renew")
+	fs.StringVar(&f.ResourceNamespace, "leader-elect-resource-namespace", f.ResourceNamespace, "namespace of the leader-election Lease")
+	fs.StringVar(&f.ResourceName, "leader-elect-resource-name", f.ResourceName, "name of the leader-election Lease")
+	fs.Float32Var(&f.KubeAPIQPS, "kube-api-qps", f.KubeAPIQPS, "queries per second of each controller's client")
+	fs.IntVar(&f.KubeAPIBurst, "kube-api-burst", f.KubeAPIBurst, "burst of each controller's client")
+	fs.StringVar(&f.RootCAFile, "root-ca-file", "", "cluster CA bundle published as kube-root-ca.crt in every namespace (default: the kubeconfig's CA)")
+	fs.StringToIntVar(&f.ConcurrentSyncs, "concurrent-syncs", f.ConcurrentSyncs, "workers per controller, e.g. deployment=5,replicaset=5 (default: each controller's own)")
+	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy")
+	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often node health is checked")
+	fs.DurationVar(&f.NodeStartupGrace, "node-startup-grace-period", f.NodeStartupGrace, "how long a new node may take to report before it is marked unhealthy")
+	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
+	fs.Float64Var(&f.SecondaryEviction, "secondary-node-eviction-rate", f.SecondaryEviction, "nodes per second whose pods are evicted when a zone is unhealthy")
+	fs.Float64Var(&f.UnhealthyZone, "unhealthy-zone-threshold", f.UnhealthyZone, "fraction of not-ready nodes that makes a zone unhealthy")
+	fs.IntVar(&f.LargeClusterSize, "large-cluster-size-threshold", f.LargeClusterSize, "nodes above which a cluster is large for eviction rates")
+	fs.IntVar(&f.TerminatedPodGCMax, "terminated-pod-gc-threshold", f.TerminatedPodGCMax, "terminated pods kept before pod GC deletes the oldest (0 disables)")
+	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddGoFlag(logFlags.Lookup(name))
+	}
+	return cmd
+}
+
+// Config is the validated configuration of the command.
+type Config struct {
+	Kubeconfig string
+	Manager    manager.Options
+}
+
+// Config validates the flags.
+func (f Flags) Config() (Config, error) {
+	var errs []error
+	if strings.TrimSpace(f.Kubeconfig) == "" {
+		errs = append(errs, errors.New("--kubeconfig is required"))
+	}
+	sel, err := manager.ParseSelection(f.Controllers, manager.Names(manager.Controllers()))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--controllers: %w", err))
+	}
+	if f.LeaderElect && f.LeaseDuration <= f.RenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", f.LeaseDuration, f.RenewDeadline))
+	}
+	if f.RetryPeriod <= 0 {
+		errs = append(errs, errors.New("--leader-elect-retry-period must be positive"))
+	}
+	if f.KubeAPIQPS <= 0 || f.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	opts, err := f.controllerOptions()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Kubeconfig: f.Kubeconfig,
+		Manager: manager.Options{
+			Controllers:    sel,
+			LeaderElect:    f.LeaderElect,
+			LeaseNamespace: f.ResourceNamespace,
+			LeaseName:      f.ResourceName,
+			LeaseDuration:  f.LeaseDuration,
+			RenewDeadline:  f.RenewDeadline,
+			RetryPeriod:    f.RetryPeriod,
+			Address:        f.Address,
+			QPS:            f.KubeAPIQPS,
+			Burst:          f.KubeAPIBurst,
+			Controller:     opts,
+		},
+	}, nil
+}
+
+func (f Flags) controllerOptions() (controllercontext.Options, error) {
+	var errs []error
+	for name, d := range map[string]time.Duration{"--node-monitor-grace-period": f.NodeMonitorGrace, "--node-monitor-period": f.NodeMonitorPeriod, "--node-startup-grace-period": f.NodeStartupGrace} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", name))
+		}
+	}
+	if f.NodeEvictionRate < 0 || f.SecondaryEviction < 0 {
+		errs = append(errs, errors.New("eviction rates must not be negative"))
+	}
+	if f.UnhealthyZone < 0 || f.UnhealthyZone > 1 {
+		errs = append(errs, errors.New("--unhealthy-zone-threshold must be between 0 and 1"))
+	}
+	if f.TerminatedPodGCMax < 0 {
+		errs = append(errs, errors.New("--terminated-pod-gc-threshold must not be negative"))
+	}
+	var ca []byte
+	if f.RootCAFile != "" {
+		b, err := os.ReadFile(f.RootCAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--root-ca-file: %w", err))
+		}
+		ca = b
+	}
+	syncs := map[string]int{}
+	for k, v := range f.ConcurrentSyncs {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("--concurrent-syncs %s=%d must be positive", k, v))
+		}
+		syncs[k] = v
+	}
+	return controllercontext.Options{
+		NodeMonitorGracePeriod:    f.NodeMonitorGrace,
+		NodeMonitorPeriod:         f.NodeMonitorPeriod,
+		NodeStartupGracePeriod:    f.NodeStartupGrace,
+		NodeEvictionRate:          f.NodeEvictionRate,
+		SecondaryNodeEvictionRate: f.SecondaryEviction,
+		UnhealthyZoneThreshold:    f.UnhealthyZone,
+		LargeClusterSizeThreshold: f.LargeClusterSize,
+		TerminatedPodGCThreshold:  f.TerminatedPodGCMax,
+		ConcurrentSyncs:           syncs,
+		RootCAPEM:                 ca,
+	}, errors.Join(errs...)
+}
+
+// Run loads the kubeconfig and runs the manager until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	restConfig, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if len(cfg.Manager.Controller.RootCAPEM) == 0 {
+		ca := restConfig.CAData
+		if len(ca) == 0 && restConfig.CAFile != "" {
+			if ca, err = os.ReadFile(restConfig.CAFile); err != nil {
+				return fmt.Errorf("kubeconfig CA: %w", err)
+			}
+		}
+		cfg.Manager.Controller.RootCAPEM = ca
+	}
+	m, err := manager.New(restConfig, cfg.Manager)
+	if err != nil {
+		return err
+	}
+	return m.Start(ctx)
+}
