@@ -17,9 +17,25 @@ import (
 // issue plug in here too. op is "create" or "update".
 func (s *Server) admit(ctx context.Context, h *resourceHandler, obj, old runtime.Object, op string) error {
 	if pod, ok := obj.(*corev1.Pod); ok && op == "create" {
+		admitPodServiceAccount(pod)
 		return s.admitPodPriority(ctx, pod)
 	}
 	return nil
+}
+
+// admitPodServiceAccount names the namespace's default ServiceAccount
+// when a pod names none, as upstream's ServiceAccount admission does.
+// Upstream also refuses the pod until that account exists and mounts its
+// token; both wait for token issuance (the security work), see
+// docs/architecture.md.
+func admitPodServiceAccount(pod *corev1.Pod) {
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = pod.Spec.DeprecatedServiceAccount
+	}
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = "default"
+	}
+	pod.Spec.DeprecatedServiceAccount = pod.Spec.ServiceAccountName
 }
 
 // admitPodPriority resolves a pod's priority from its PriorityClass (or the
