@@ -138,7 +138,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.Sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "deployment", key)
+		if apierrors.IsConflict(err) {
+			klog.FromContext(ctx).V(2).Info("Sync hit a conflict; retrying", "deployment", key, "err", err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "deployment", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}

@@ -152,7 +152,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.Sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "kind", c.kind.gvk.Kind, "key", key)
+		if apierrors.IsConflict(err) {
+			klog.FromContext(ctx).V(2).Info("Sync hit a conflict; retrying", "kind", c.kind.gvk.Kind, "key", key, "err", err)
+		} else {
+			utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "kind", c.kind.gvk.Kind, "key", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}
