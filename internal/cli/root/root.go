@@ -7,6 +7,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
 	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	"github.com/skiff-sh/skiff/internal/cli/server"
+	simulatecmd "github.com/skiff-sh/skiff/internal/cli/simulate"
 	"github.com/skiff-sh/skiff/internal/cli/version"
 )
 
@@ -25,5 +26,6 @@ func NewCommand() *cobra.Command {
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(server.NewCommand(), kubectl.NewCommand(), version.NewCommand())
 	cmd.AddCommand(controllermanager.NewCommand())
+	cmd.AddCommand(simulatecmd.NewCommand())
 	return cmd
 }
