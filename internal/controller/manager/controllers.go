@@ -3,7 +3,15 @@ package manager
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
+	"github.com/skiff-sh/skiff/internal/controller/endpoints"
+	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
+	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
+	"github.com/skiff-sh/skiff/internal/controller/namespace"
+	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
+	"github.com/skiff-sh/skiff/internal/controller/podgc"
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
+	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
+	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
 )
 
 // Controllers is the registry of every controller the manager knows, by the
@@ -11,16 +19,17 @@ import (
 // new controller is added: one line each.
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
-		"deployment":            deployment.New,
-		"replicaset":            replicaset.New,
-		"replicationcontroller": replicaset.NewForReplicationControllers,
-		// Not yet added (their packages internal/controller/<name> did not
-		// exist or did not build when the manager landed). Each exports
-		// New(ctx, controllercontext.Context) (controllercontext.Controller, error)
-		// and needs one line here:
-		//   "nodelifecycle", "endpointslice", "endpoints", "namespace",
-		//   "garbagecollector", "serviceaccount", "root-ca-cert-publisher",
-		//   "podgc"
+		"deployment":             deployment.New,
+		"endpoints":              endpoints.New,
+		"endpointslice":          endpointslice.New,
+		"garbagecollector":       garbagecollector.New,
+		"namespace":              namespace.New,
+		"nodelifecycle":          nodelifecycle.New,
+		"podgc":                  podgc.New,
+		"replicaset":             replicaset.New,
+		"replicationcontroller":  replicaset.NewForReplicationControllers,
+		"root-ca-cert-publisher": rootcacert.New,
+		"serviceaccount":         serviceaccount.New,
 	}
 }
 

@@ -3,11 +3,14 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,10 +103,16 @@ func (k *kubelet) step(ctx context.Context) {
 	}
 }
 
+// metrics is the one registry every manager of this test binary publishes
+// to: client-go's workqueue.SetProvider takes effect once a process, so the
+// first manager's registry is the one that sees every queue.
+var metrics = prometheus.NewRegistry()
+
 // startManager runs a controller manager against c until the returned
 // stop is called (or the test ends).
 func startManager(t *testing.T, config *rest.Config, opts manager.Options) (stop func()) {
 	t.Helper()
+	opts.Metrics = metrics
 	m, err := manager.New(config, opts)
 	if err != nil {
 		t.Fatalf("manager.New: %v", err)
@@ -421,4 +430,60 @@ func TestLeaderElection(t *testing.T) {
 	waitHolder("first") // the second waits
 	stopFirst()         // releases the lease on the way out
 	waitHolder("second")
+}
+
+// TestAllControllers runs every registered controller (the default "*")
+// and checks that they start, stay up and still roll a Deployment out.
+func TestAllControllers(t *testing.T) {
+	c := testapiserver.Start(t)
+	client := c.Clientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	const ns = "all"
+	newNamespace(t, client, ns)
+	startKubelet(t, ctx, client, ns, 0)
+	m, err := manager.New(c.Config, manager.Options{Address: "127.0.0.1:0", Controller: manager.DefaultControllerOptions(), Metrics: metrics})
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	if got := len(m.Enabled()); got != len(manager.Controllers()) {
+		t.Errorf("enabled %d controllers, want every one of %d", got, len(manager.Controllers()))
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(mctx) }()
+	t.Cleanup(func() {
+		mcancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager.Start: %v", err)
+		}
+	})
+	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deploymentOf("web", 3, "image:a"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create deployment: %v", err)
+	}
+	took := waitRolledOut(t, client, ns, "web", 3, "image:a", 60*time.Second)
+	t.Logf("with every controller: 3 replicas available in %v", took)
+	select {
+	case err := <-done:
+		t.Fatalf("manager stopped early: %v", err)
+	default:
+	}
+
+	// The workqueue metrics are served with upstream's names.
+	<-m.Ready()
+	resp, err := http.Get("http://" + m.Addr() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`workqueue_adds_total{name="deployment"}`, `workqueue_depth{name="replicaset"}`, `workqueue_work_duration_seconds_bucket{name="deployment"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	resp, err = http.Get("http://" + m.Addr() + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz = %v, %v", resp, err)
+	}
 }
