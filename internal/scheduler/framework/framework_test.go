@@ -129,20 +129,20 @@ func TestPodRequests(t *testing.T) {
 
 func TestHostPortConflicts(t *testing.T) {
 	used := framework.HostPortInfo{}
-	used.Add("", "", 80)           // 0.0.0.0 TCP 80
+	used.Add("", "", 80)            // 0.0.0.0 TCP 80
 	used.Add("10.0.0.1", "UDP", 53) // specific IP
 	cases := []struct {
 		ip, proto string
 		port      int32
 		want      bool
 	}{
-		{"127.0.0.1", "TCP", 80, true},  // wildcard taken
-		{"0.0.0.0", "UDP", 80, false},   // other protocol
-		{"0.0.0.0", "UDP", 53, true},    // wildcard vs specific
-		{"10.0.0.2", "UDP", 53, false},  // other IP
-		{"10.0.0.1", "UDP", 53, true},   // same IP
-		{"", "", 8080, false},           // free
-		{"", "", 0, false},              // no host port
+		{"127.0.0.1", "TCP", 80, true}, // wildcard taken
+		{"0.0.0.0", "UDP", 80, false},  // other protocol
+		{"0.0.0.0", "UDP", 53, true},   // wildcard vs specific
+		{"10.0.0.2", "UDP", 53, false}, // other IP
+		{"10.0.0.1", "UDP", 53, true},  // same IP
+		{"", "", 8080, false},          // free
+		{"", "", 0, false},             // no host port
 	}
 	for _, tc := range cases {
 		if got := used.CheckConflict(tc.ip, tc.proto, tc.port); got != tc.want {

@@ -67,7 +67,9 @@ func newWaitingPod(clk clock.WithDelayedExecution, pod *v1.Pod, timeouts map[str
 	defer wp.mu.Unlock()
 	for name, d := range timeouts {
 		wp.timers[name] = clk.AfterFunc(d, func() {
-			wp.Reject(name, fmt.Sprintf("rejected due to timeout after waiting %v at plugin %v", d, name))
+			// Not inline: a fake clock runs this under its own lock, which
+			// Reject's Stop of the other timers would take again.
+			go wp.Reject(name, fmt.Sprintf("rejected due to timeout after waiting %v at plugin %v", d, name))
 		})
 	}
 	return wp

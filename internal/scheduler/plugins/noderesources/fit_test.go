@@ -18,12 +18,12 @@ func TestFitFilter(t *testing.T) {
 		return map[string]*framework.Status{"n": framework.NewStatus(framework.Unschedulable, r...).WithPlugin("")}
 	}
 	cases := []struct {
-		name  string
-		pod   *v1.Pod
-		args  any
-		pods  []*v1.Pod
-		node  *v1.Node
-		want  map[string]*framework.Status
+		name string
+		pod  *v1.Pod
+		args any
+		pods []*v1.Pod
+		node *v1.Node
+		want map[string]*framework.Status
 	}{
 		{name: "no requests fits", pod: st.MakePod().Obj(), pods: []*v1.Pod{used}},
 		{name: "fits", pod: st.MakePod().Req(map[string]string{"cpu": "5", "memory": "1"}).Obj(), pods: []*v1.Pod{used}},

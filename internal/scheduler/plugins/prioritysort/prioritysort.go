@@ -17,7 +17,9 @@ type PrioritySort struct{}
 var _ framework.QueueSortPlugin = (*PrioritySort)(nil)
 
 // New builds the plugin.
-func New(context.Context, any, framework.Handle) (framework.Plugin, error) { return &PrioritySort{}, nil }
+func New(context.Context, any, framework.Handle) (framework.Plugin, error) {
+	return &PrioritySort{}, nil
+}
 
 // Name implements framework.Plugin.
 func (*PrioritySort) Name() string { return Name }
