@@ -209,6 +209,37 @@ func heartbeatPatch(now metav1.Time) ([]byte, error) {
 	return json.Marshal(patch)
 }
 
+// mergeConditions replaces the conditions of the same types in cur with
+// want, keeping the old lastTransitionTime where the status is unchanged,
+// and keeps conditions of other types (set by others) as they are.
+func mergeConditions(cur, want []corev1.NodeCondition) []corev1.NodeCondition {
+	out := make([]corev1.NodeCondition, 0, len(cur)+len(want))
+	used := map[corev1.NodeConditionType]bool{}
+	for _, c := range cur {
+		replaced := false
+		for _, w := range want {
+			if w.Type != c.Type {
+				continue
+			}
+			if w.Status == c.Status {
+				w.LastTransitionTime = c.LastTransitionTime
+			}
+			out = append(out, w)
+			used[w.Type], replaced = true, true
+			break
+		}
+		if !replaced {
+			out = append(out, c)
+		}
+	}
+	for _, w := range want {
+		if !used[w.Type] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // isReady reports whether the node's Ready condition is True.
 func isReady(node *corev1.Node) bool {
 	for _, c := range node.Status.Conditions {

@@ -208,3 +208,22 @@ func TestWithoutNotReadyTaint(t *testing.T) {
 		t.Error("found = true for a node without the taint")
 	}
 }
+
+func TestMergeConditions(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+	cur := nodeConditions(t0)
+	cur[3].Status, cur[3].Reason = corev1.ConditionUnknown, "NodeStatusUnknown" // Ready
+	other := corev1.NodeCondition{Type: "NetworkUnavailable", Status: corev1.ConditionFalse, LastTransitionTime: t0}
+	cur = append(cur, other)
+
+	got := mergeConditions(cur, nodeConditions(t1))
+	want := nodeConditions(t1)
+	for i := range 3 { // unchanged pressure conditions keep their transition
+		want[i].LastTransitionTime = t0
+	}
+	want = append(want, other)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mergeConditions (-want +got):\n%s", diff)
+	}
+}

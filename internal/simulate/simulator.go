@@ -56,6 +56,10 @@ type simNode struct {
 
 	mu         sync.Mutex
 	registered bool
+	// fullStatus asks the next heartbeat to write every condition, with
+	// a new transition time where the status changed (after a pause,
+	// when a node lifecycle controller may have marked the node Unknown).
+	fullStatus bool
 	uid        types.UID
 	hostIP     string
 	pool       *ipPool
@@ -177,6 +181,9 @@ func (s *Simulator) ResumeNode(name string) bool {
 	if !ok || !n.paused.Swap(false) {
 		return ok
 	}
+	n.mu.Lock()
+	n.fullStatus = true
+	n.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nodeQueue == nil {
@@ -563,7 +570,20 @@ func (s *Simulator) renewLease(ctx context.Context, n *simNode) error {
 // the conditions' lastHeartbeatTime, as a kubelet sends when nothing
 // changed.
 func (s *Simulator) heartbeat(ctx context.Context, n *simNode) error {
-	patch, err := heartbeatPatch(metav1.NewTime(s.opts.Clock.Now()))
+	now := metav1.NewTime(s.opts.Clock.Now())
+	n.mu.Lock()
+	full := n.fullStatus
+	n.mu.Unlock()
+	if full {
+		if err := s.writeFullStatus(ctx, n, now); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.fullStatus = false
+		n.mu.Unlock()
+		return nil
+	}
+	patch, err := heartbeatPatch(now)
 	if err != nil {
 		return err
 	}
@@ -580,6 +600,28 @@ func (s *Simulator) heartbeat(ctx context.Context, n *simNode) error {
 		return fmt.Errorf("patch status of node %s: %w", n.plan.Name, err)
 	}
 	s.stats.nodeStatusPatches.Add(1)
+	return nil
+}
+
+// writeFullStatus reads the node and writes the kubelet's conditions,
+// keeping each one's lastTransitionTime unless its status changes.
+func (s *Simulator) writeFullStatus(ctx context.Context, n *simNode, now metav1.Time) error {
+	nodes := s.client.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		node, err := nodes.Get(ctx, n.plan.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Conditions = mergeConditions(node.Status.Conditions, nodeConditions(now))
+		if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		s.stats.nodeUpdates.Add(1)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("update status of node %s: %w", n.plan.Name, err)
+	}
 	return nil
 }
 

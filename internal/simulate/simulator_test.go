@@ -251,8 +251,39 @@ func TestSimulator(t *testing.T) {
 			t.Errorf("lease of %s is %v old", other, age)
 		}
 
+		// A node lifecycle controller marks the silent node Unknown.
+		markedAt := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status, n.Status.Conditions[i].Reason = corev1.ConditionUnknown, "NodeStatusUnknown"
+				n.Status.Conditions[i].LastTransitionTime = markedAt
+			}
+		}
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
 		sim.ResumeNode(node)
 		poll(t, "renewal after resume", func(context.Context) (bool, error) { return renewTime().After(paused), nil })
+		poll(t, "Ready again after resume", func(ctx context.Context) (bool, error) {
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					if !c.LastTransitionTime.After(markedAt.Time) {
+						t.Errorf("Ready lastTransitionTime %v not after the Unknown mark %v", c.LastTransitionTime, markedAt)
+					}
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 	})
 
 	if s := sim.Stats(); s.NodeCreates != nodes || s.LeaseCreates != nodes || s.LeaseUpdates == 0 {
