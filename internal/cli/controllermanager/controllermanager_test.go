@@ -1,0 +1,72 @@
+package controllermanager
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/skiff-sh/skiff/internal/controller/manager"
+)
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Flags)
+		check   func(*testing.T, Config)
+		wantErr string
+	}{
+		{
+			name: "defaults are upstream's",
+			edit: func(f *Flags) { f.Kubeconfig = "k" },
+			check: func(t *testing.T, c Config) {
+				m := c.Manager
+				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, m.Address, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
+				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("config (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name: "controllers and grace period",
+			edit: func(f *Flags) {
+				f.Kubeconfig = "k"
+				f.Controllers = []string{"*", "-nodelifecycle"}
+				f.NodeMonitorGrace = 3 * time.Second
+			},
+			check: func(t *testing.T, c Config) {
+				if c.Manager.Controllers.Enabled("nodelifecycle", false) || !c.Manager.Controllers.Enabled("deployment", false) {
+					t.Errorf("selection %v", c.Manager.Controllers)
+				}
+				if c.Manager.Controller.NodeMonitorGracePeriod != 3*time.Second {
+					t.Errorf("grace = %v", c.Manager.Controller.NodeMonitorGracePeriod)
+				}
+			},
+		},
+		{name: "kubeconfig is required", edit: func(*Flags) {}, wantErr: "--kubeconfig is required"},
+		{name: "unknown controller", edit: func(f *Flags) { f.Kubeconfig = "k"; f.Controllers = []string{"nope"} }, wantErr: `"nope" is not in the list of known controllers`},
+		{name: "lease shorter than renew", edit: func(f *Flags) { f.Kubeconfig = "k"; f.LeaseDuration = time.Second }, wantErr: "must be greater than --leader-elect-renew-deadline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := DefaultFlags()
+			tc.edit(&f)
+			cfg, err := f.Config()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Config: %v", err)
+			}
+			tc.check(t, cfg)
+		})
+	}
+	if DefaultFlags().Address != manager.DefaultAddress {
+		t.Errorf("default address differs from the manager's")
+	}
+}
