@@ -186,3 +186,40 @@ func TestX509Clock(t *testing.T) {
 		t.Fatal("certificate accepted after expiry by the injected clock")
 	}
 }
+
+// TestX509CacheHonoursExpiry: a chain verified once is remembered, but only
+// while it is valid: the same certificate after its expiry is refused, and
+// a different certificate is verified on its own.
+func TestX509CacheHonoursExpiry(t *testing.T) {
+	ca := newCA(t, "ca")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	cert := ca.issue(t, leafOpts{cn: "alice"})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	now := time.Now()
+	a := &X509{Roots: roots, Now: func() time.Time { return now }}
+	for i := 0; i < 2; i++ {
+		u, ok, err := a.Authenticate(r)
+		if err != nil || !ok || u.Name != "alice" {
+			t.Fatalf("request %d: got %v %v %v", i, u, ok, err)
+		}
+		u.Groups = append(u.Groups, "mutated") // must not leak into the cache
+	}
+	u, _, _ := a.Authenticate(r)
+	for _, g := range u.Groups {
+		if g == "mutated" {
+			t.Fatal("cached user was mutated through a returned copy")
+		}
+	}
+	now = now.Add(3 * time.Hour)
+	if _, _, err := a.Authenticate(r); err == nil {
+		t.Fatal("cached certificate accepted after expiry")
+	}
+	other := newCA(t, "other")
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{other.issue(t, leafOpts{cn: "mallory"})}}
+	now = time.Now()
+	if _, _, err := a.Authenticate(r); err == nil {
+		t.Fatal("certificate from an untrusted CA accepted")
+	}
+}
