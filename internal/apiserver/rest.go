@@ -161,6 +161,10 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 			err = perr
 			break
 		}
+		if out.as == "" && !out.pretty && (out.mediaType == mediaJSON || out.mediaType == mediaProtobuf) && !storage.UseEtcdForList(p.ListOptions) {
+			h.serveCachedList(ctx, w, info.Namespace, p, out)
+			return
+		}
 		obj, err = h.list(ctx, info.Namespace, p)
 		if err == nil && out.as != "" {
 			obj, err = h.asList(obj, out, p)

@@ -369,9 +369,9 @@ func matches(p Predicate, o *CachedObject) bool {
 	return true
 }
 
-// useEtcdForList says whether a list must be served by etcd: exact
+// UseEtcdForList says whether a list must be served by etcd: exact
 // revisions and pages of a consistent snapshot are.
-func useEtcdForList(opts ListOptions) bool {
+func UseEtcdForList(opts ListOptions) bool {
 	if opts.Continue != "" || opts.ResourceVersionMatch == "Exact" {
 		return true
 	}
@@ -382,7 +382,7 @@ func useEtcdForList(opts ListOptions) bool {
 // no resourceVersion is consistent: the cache first catches up with etcd's
 // newest revision.
 func (c *Cacher) List(ctx context.Context, prefix string, opts ListOptions, listObj runtime.Object) error {
-	if useEtcdForList(opts) {
+	if UseEtcdForList(opts) {
 		return c.Store.List(ctx, prefix, opts, listObj)
 	}
 	objs, rv, err := c.ListCached(ctx, prefix, opts)
