@@ -1,0 +1,86 @@
+package queue
+
+import "container/heap"
+
+// keyedHeap is a binary heap of items addressable by key, so that an item
+// can be updated or removed in O(log n).
+type keyedHeap[T any] struct {
+	items []T
+	index map[string]int
+	key   func(T) string
+	less  func(a, b T) bool
+}
+
+func newKeyedHeap[T any](key func(T) string, less func(a, b T) bool) *keyedHeap[T] {
+	return &keyedHeap[T]{index: map[string]int{}, key: key, less: less}
+}
+
+// heap.Interface, on the pointer so that container/heap can drive it.
+func (h *keyedHeap[T]) Len() int           { return len(h.items) }
+func (h *keyedHeap[T]) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
+func (h *keyedHeap[T]) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.index[h.key(h.items[i])] = i
+	h.index[h.key(h.items[j])] = j
+}
+func (h *keyedHeap[T]) Push(x any) {
+	it := x.(T)
+	h.index[h.key(it)] = len(h.items)
+	h.items = append(h.items, it)
+}
+func (h *keyedHeap[T]) Pop() any {
+	n := len(h.items) - 1
+	it := h.items[n]
+	var zero T
+	h.items[n] = zero
+	h.items = h.items[:n]
+	delete(h.index, h.key(it))
+	return it
+}
+
+// AddOrUpdate inserts it, or replaces the item with the same key.
+func (h *keyedHeap[T]) AddOrUpdate(it T) {
+	if i, ok := h.index[h.key(it)]; ok {
+		h.items[i] = it
+		heap.Fix(h, i)
+		return
+	}
+	heap.Push(h, it)
+}
+
+// Get returns the item with key.
+func (h *keyedHeap[T]) Get(key string) (T, bool) {
+	if i, ok := h.index[key]; ok {
+		return h.items[i], true
+	}
+	var zero T
+	return zero, false
+}
+
+// Delete removes the item with key; false if absent.
+func (h *keyedHeap[T]) Delete(key string) (T, bool) {
+	i, ok := h.index[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return heap.Remove(h, i).(T), true
+}
+
+// Peek returns the first item.
+func (h *keyedHeap[T]) Peek() (T, bool) {
+	if len(h.items) == 0 {
+		var zero T
+		return zero, false
+	}
+	return h.items[0], true
+}
+
+// PopFirst removes and returns the first item.
+func (h *keyedHeap[T]) PopFirst() (T, bool) {
+	if len(h.items) == 0 {
+		var zero T
+		return zero, false
+	}
+	return heap.Pop(h).(T), true
+}
