@@ -6,6 +6,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework/runtime"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/defaultbinder"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins/defaultpreemption"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/imagelocality"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/interpodaffinity"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/nodeaffinity"
@@ -17,6 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/prioritysort"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/schedulinggates"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/tainttoleration"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins/zoneaffinity"
 )
 
 // DefaultSchedulerName is the profile used for pods without
@@ -39,12 +41,14 @@ func NewInTreeRegistry() framework.Registry {
 		interpodaffinity.Name:                interpodaffinity.New,
 		imagelocality.Name:                   imagelocality.New,
 		defaultbinder.Name:                   defaultbinder.New,
+		defaultpreemption.Name:               defaultpreemption.New,
+		zoneaffinity.Name:                    zoneaffinity.New,
 	}
 }
 
 // DefaultProfile is upstream's default profile (kubescheduler.config.k8s.io/v1
-// MultiPoint plugins and score weights), without the volume plugins and
-// DefaultPreemption, which Skiff does not have yet.
+// MultiPoint plugins and score weights), without the volume plugins, which
+// Skiff does not have yet.
 func DefaultProfile() runtime.Profile {
 	return runtime.Profile{
 		SchedulerName: DefaultSchedulerName,
@@ -61,6 +65,7 @@ func DefaultProfile() runtime.Profile {
 			{Name: interpodaffinity.Name, Weight: 2},
 			{Name: noderesources.BalancedAllocationName, Weight: 1},
 			{Name: imagelocality.Name, Weight: 1},
+			{Name: defaultpreemption.Name},
 			{Name: defaultbinder.Name},
 		}}},
 	}
