@@ -1,0 +1,164 @@
+// Package metrics holds the scheduler's Prometheus metrics, with upstream
+// kube-scheduler's names, labels and buckets:
+//
+//	scheduler_pending_pods{queue=active|backoff|unschedulable|gated}
+//	scheduler_schedule_attempts_total{result,profile}
+//	scheduler_scheduling_attempt_duration_seconds{result,profile}
+//	scheduler_pod_scheduling_sli_duration_seconds{attempts}
+//	scheduler_pod_scheduling_attempts
+//	scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}
+//	scheduler_queue_incoming_pods_total{queue,event}
+//
+// result is scheduled, unschedulable or error. Upstream deprecated
+// scheduler_e2e_scheduling_duration_seconds in 1.23 (replaced by
+// scheduling_attempt_duration_seconds) and removed it; the end-to-end
+// latency of a pod, from its first entry in the queue to its binding, is
+// pod_scheduling_sli_duration_seconds.
+//
+// The metrics are registered on the registerer given to New (no global
+// registry), so that several schedulers can live in one process.
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of a scheduling attempt.
+const (
+	Scheduled     = "scheduled"
+	Unschedulable = "unschedulable"
+	Error         = "error"
+)
+
+// Extension points as upstream labels them.
+const (
+	PreFilter  = "PreFilter"
+	Filter     = "Filter"
+	PostFilter = "PostFilter"
+	PreScore   = "PreScore"
+	Score      = "Score"
+	Reserve    = "Reserve"
+	Unreserve  = "Unreserve"
+	Permit     = "Permit"
+	PreBind    = "PreBind"
+	Bind       = "Bind"
+	PostBind   = "PostBind"
+)
+
+// PendingFunc returns the pods waiting in each sub-queue.
+type PendingFunc func() (active, backoff, unschedulable, gated int)
+
+// Metrics are the scheduler's metrics.
+type Metrics struct {
+	ScheduleAttempts         *prometheus.CounterVec
+	SchedulingAttemptLatency *prometheus.HistogramVec
+	PodSchedulingSLI         *prometheus.HistogramVec
+	PodSchedulingAttempts    prometheus.Histogram
+	ExtensionPointDuration   *prometheus.HistogramVec
+	QueueIncomingPods        *prometheus.CounterVec
+
+	mu      sync.Mutex
+	pending PendingFunc
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		ScheduleAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "scheduler", Name: "schedule_attempts_total",
+			Help: "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+		}, []string{"result", "profile"}),
+		SchedulingAttemptLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "scheduler", Name: "scheduling_attempt_duration_seconds",
+			Help:    "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"result", "profile"}),
+		PodSchedulingSLI: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "scheduler", Name: "pod_scheduling_sli_duration_seconds",
+			Help:    "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
+		}, []string{"attempts"}),
+		PodSchedulingAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "scheduler", Name: "pod_scheduling_attempts",
+			Help:    "Number of attempts to successfully schedule a pod.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 5),
+		}),
+		ExtensionPointDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "scheduler", Name: "framework_extension_point_duration_seconds",
+			Help:    "Latency for running all plugins of a specific extension point.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 12),
+		}, []string{"extension_point", "status", "profile"}),
+		QueueIncomingPods: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "scheduler", Name: "queue_incoming_pods_total",
+			Help: "Number of pods added to scheduling queues by event and queue type.",
+		}, []string{"queue", "event"}),
+	}
+	pendingDesc := prometheus.NewDesc("scheduler_pending_pods",
+		"Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+		[]string{"queue"}, nil)
+	collectors := []prometheus.Collector{
+		m.ScheduleAttempts, m.SchedulingAttemptLatency, m.PodSchedulingSLI, m.PodSchedulingAttempts,
+		m.ExtensionPointDuration, m.QueueIncomingPods, &pendingCollector{m: m, desc: pendingDesc},
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// SetPending sets where scheduler_pending_pods is read from (nil: zeros).
+func (m *Metrics) SetPending(f PendingFunc) {
+	m.mu.Lock()
+	m.pending = f
+	m.mu.Unlock()
+}
+
+// ObserveAttempt records one scheduling attempt.
+func (m *Metrics) ObserveAttempt(result, profile string, d time.Duration) {
+	m.ScheduleAttempts.WithLabelValues(result, profile).Inc()
+	m.SchedulingAttemptLatency.WithLabelValues(result, profile).Observe(d.Seconds())
+}
+
+// ObservePodScheduled records a pod's end-to-end latency and attempts.
+func (m *Metrics) ObservePodScheduled(attempts int, sinceFirst time.Duration) {
+	label := strconv.Itoa(attempts)
+	if attempts >= 15 {
+		label = "15+" // upstream caps the label
+	}
+	m.PodSchedulingSLI.WithLabelValues(label).Observe(sinceFirst.Seconds())
+	m.PodSchedulingAttempts.Observe(float64(attempts))
+}
+
+// ObserveExtensionPoint records one run of an extension point.
+func (m *Metrics) ObserveExtensionPoint(point, status, profile string, d time.Duration) {
+	m.ExtensionPointDuration.WithLabelValues(point, status, profile).Observe(d.Seconds())
+}
+
+type pendingCollector struct {
+	m    *Metrics
+	desc *prometheus.Desc
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	f := c.m.pending
+	c.m.mu.Unlock()
+	var a, b, u, g int
+	if f != nil {
+		a, b, u, g = f()
+	}
+	for _, v := range []struct {
+		q string
+		n int
+	}{{"active", a}, {"backoff", b}, {"unschedulable", u}, {"gated", g}} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v.n), v.q)
+	}
+}
