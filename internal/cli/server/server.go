@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/server"
 )
@@ -31,16 +33,29 @@ type Flags struct {
 	EtcdClientPort int
 	EtcdPeerPort   int
 	DisableAgent   bool
+
+	// The in-process controllers, named as kube-controller-manager's flags.
+	Controllers       []string
+	NodeMonitorGrace  time.Duration
+	NodeMonitorPeriod time.Duration
+	NodeStartupGrace  time.Duration
+	NodeEvictionRate  float64
 }
 
 // DefaultFlags are the flags' defaults: a fresh machine needs none.
 func DefaultFlags() Flags {
+	c := manager.DefaultControllerOptions()
 	return Flags{
-		DataDir:        server.DefaultDataDir,
-		BindAddress:    server.DefaultBindAddress,
-		HTTPSPort:      server.DefaultPort,
-		EtcdClientPort: etcd.DefaultClientPort,
-		EtcdPeerPort:   etcd.DefaultClientPort + 1,
+		DataDir:           server.DefaultDataDir,
+		BindAddress:       server.DefaultBindAddress,
+		HTTPSPort:         server.DefaultPort,
+		EtcdClientPort:    etcd.DefaultClientPort,
+		EtcdPeerPort:      etcd.DefaultClientPort + 1,
+		Controllers:       []string{"*"},
+		NodeMonitorGrace:  c.NodeMonitorGracePeriod,
+		NodeMonitorPeriod: c.NodeMonitorPeriod,
+		NodeStartupGrace:  c.NodeStartupGracePeriod,
+		NodeEvictionRate:  c.NodeEvictionRate,
 	}
 }
 
@@ -49,12 +64,14 @@ func NewCommand() *cobra.Command {
 	f := DefaultFlags()
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run the control plane: embedded etcd and the Kubernetes API server",
+		Short: "Run the control plane: embedded etcd, the Kubernetes API server and the controllers",
 		Long: `Run the whole control plane in one process.
 
 On first start it creates the data directory, a CA and every certificate, and
 writes an admin kubeconfig to <data-dir>/admin.kubeconfig. Later starts reuse
-them. SIGINT or SIGTERM stops the API server, then etcd, and exits 0.`,
+them. The controllers (--controllers) run in the same process, with leader
+election on the Lease kube-system/kube-controller-manager. SIGINT or SIGTERM
+stops the controllers, the API server, then etcd, and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.Config()
@@ -80,6 +97,11 @@ them. SIGINT or SIGTERM stops the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
 	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "loopback peer port of the embedded etcd (0 picks a free port)")
 	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent on this host (accepted for compatibility; there is no node agent yet, so this has no effect)")
+	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("in-process controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
+	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy and tainted")
+	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
+	fs.DurationVar(&f.NodeStartupGrace, "node-startup-grace-period", f.NodeStartupGrace, "how long a new node may take to report before it is marked unhealthy")
+	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -129,9 +151,29 @@ func (f Flags) Config() (server.Config, error) {
 			errs = append(errs, fmt.Errorf("--https-listen-port %d is also an etcd port", f.HTTPSPort))
 		}
 	}
+	selection, err := manager.ParseSelection(f.Controllers, manager.Names(manager.Controllers()))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--controllers: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"--node-monitor-grace-period", f.NodeMonitorGrace}, {"--node-monitor-period", f.NodeMonitorPeriod}, {"--node-startup-grace-period", f.NodeStartupGrace}} {
+		if d.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
+		}
+	}
+	if f.NodeEvictionRate < 0 {
+		errs = append(errs, errors.New("--node-eviction-rate must not be negative"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return server.Config{}, err
 	}
+	controllers := manager.DefaultControllerOptions()
+	controllers.NodeMonitorGracePeriod = f.NodeMonitorGrace
+	controllers.NodeMonitorPeriod = f.NodeMonitorPeriod
+	controllers.NodeStartupGracePeriod = f.NodeStartupGrace
+	controllers.NodeEvictionRate = f.NodeEvictionRate
 	return server.Config{
 		DataDir:        dataDir,
 		BindAddress:    f.BindAddress,
@@ -140,6 +182,11 @@ func (f Flags) Config() (server.Config, error) {
 		EtcdClientPort: f.EtcdClientPort,
 		EtcdPeerPort:   f.EtcdPeerPort,
 		DisableAgent:   f.DisableAgent,
+		Controllers:    selection,
+		ControllerOptions: &manager.Options{
+			Controllers: selection,
+			Controller:  controllers,
+		},
 	}, nil
 }
 

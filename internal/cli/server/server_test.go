@@ -3,9 +3,11 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/server"
 )
 
@@ -17,6 +19,11 @@ func TestDefaultsAreValid(t *testing.T) {
 	want := server.Config{
 		DataDir: "/var/lib/skiff", BindAddress: "127.0.0.1", Port: 6443,
 		EtcdClientPort: 2379, EtcdPeerPort: 2380,
+		Controllers: manager.Selection{"*"},
+		ControllerOptions: &manager.Options{
+			Controllers: manager.Selection{"*"},
+			Controller:  manager.DefaultControllerOptions(),
+		},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -28,12 +35,16 @@ func TestFlagParsing(t *testing.T) {
 	if err := cmd.ParseFlags([]string{
 		"--data-dir=/tmp/x", "--bind-address=0.0.0.0", "--https-listen-port=7443",
 		"--etcd-servers=http://a:2379,https://b:2379", "--etcd-client-port=0", "--disable-agent",
+		"--controllers=*,-nodelifecycle", "--node-monitor-grace-period=5s", "--node-monitor-period=500ms",
+		"--node-startup-grace-period=10s", "--node-eviction-rate=2",
 	}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
 		"data-dir": "/tmp/x", "bind-address": "0.0.0.0", "https-listen-port": "7443",
 		"etcd-servers": "[http://a:2379,https://b:2379]", "etcd-client-port": "0", "disable-agent": "true",
+		"controllers": "[*,-nodelifecycle]", "node-monitor-grace-period": "5s", "node-monitor-period": "500ms",
+		"node-startup-grace-period": "10s", "node-eviction-rate": "2",
 	} {
 		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q", name, got, want)
@@ -69,6 +80,29 @@ func TestConfigValidation(t *testing.T) {
 				t.Errorf("EtcdServers (-want +got):\n%s", diff)
 			}
 		}},
+		{name: "controllers and node durations", mutate: func(f *Flags) {
+			f.Controllers = []string{"*", "-nodelifecycle", ""}
+			f.NodeMonitorGrace, f.NodeMonitorPeriod, f.NodeStartupGrace, f.NodeEvictionRate = 3*time.Second, 200*time.Millisecond, 4*time.Second, 100
+		}, check: func(t *testing.T, c server.Config) {
+			want := manager.DefaultControllerOptions()
+			want.NodeMonitorGracePeriod, want.NodeMonitorPeriod, want.NodeStartupGracePeriod, want.NodeEvictionRate = 3*time.Second, 200*time.Millisecond, 4*time.Second, 100
+			if diff := cmp.Diff(&manager.Options{Controllers: manager.Selection{"*", "-nodelifecycle"}, Controller: want}, c.ControllerOptions); diff != "" {
+				t.Errorf("ControllerOptions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(manager.Selection{"*", "-nodelifecycle"}, c.Controllers); diff != "" {
+				t.Errorf("Controllers (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "only some controllers", mutate: func(f *Flags) { f.Controllers = []string{"deployment", "replicaset"} }, check: func(t *testing.T, c server.Config) {
+			if !c.Controllers.Enabled("deployment", false) || c.Controllers.Enabled("namespace", false) {
+				t.Errorf("Controllers = %v, want deployment on and namespace off", c.Controllers)
+			}
+		}},
+		{name: "unknown controller", mutate: func(f *Flags) { f.Controllers = []string{"*", "-nodecontroller"} }, wantErr: `--controllers: "nodecontroller" is not in the list of known controllers`},
+		{name: "no controllers at all", mutate: func(f *Flags) { f.Controllers = []string{"-*"} }, wantErr: `--controllers: "-*" is not allowed`},
+		{name: "zero grace period", mutate: func(f *Flags) { f.NodeMonitorGrace = 0 }, wantErr: "--node-monitor-grace-period must be positive"},
+		{name: "negative monitor period", mutate: func(f *Flags) { f.NodeMonitorPeriod = -time.Second }, wantErr: "--node-monitor-period must be positive"},
+		{name: "negative eviction rate", mutate: func(f *Flags) { f.NodeEvictionRate = -1 }, wantErr: "--node-eviction-rate must not be negative"},
 		{name: "external etcd ignores embedded port clash", mutate: func(f *Flags) {
 			f.EtcdServers = []string{"http://etcd:2379"}
 			f.HTTPSPort = 2379
