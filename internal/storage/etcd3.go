@@ -150,9 +150,22 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object)
 		return newErr(ErrCodeKeyExists, key, "")
 	}
 	if out != nil {
-		return s.decode(data, out, resp.Header.Revision)
+		return copyWithRV(out, obj, resp.Header.Revision)
 	}
 	return nil
+}
+
+// copyWithRV makes out the object just written, at its new revision,
+// without decoding the bytes again: the caller owns obj and drops it.
+func copyWithRV(out, obj runtime.Object, rev int64) error {
+	ov, iv := reflect.ValueOf(out), reflect.ValueOf(obj)
+	if ov.Kind() != reflect.Pointer || iv.Kind() != reflect.Pointer || ov.Type() != iv.Type() {
+		return fmt.Errorf("cannot copy %T into %T", obj, out)
+	}
+	if ov.Pointer() != iv.Pointer() {
+		ov.Elem().Set(iv.Elem())
+	}
+	return setRV(out, rev)
 }
 
 func (s *Store) Get(ctx context.Context, key string, out runtime.Object) error {
@@ -245,7 +258,10 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 			return err
 		}
 		if txn.Succeeded {
-			return s.decode(data, out, txn.Header.Revision)
+			if err := copyWithRV(out, updated, txn.Header.Revision); err != nil {
+				return s.decode(data, out, txn.Header.Revision)
+			}
+			return nil
 		}
 		// Lost a race: read again and retry.
 	}
@@ -281,9 +297,7 @@ func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, prec
 		}
 		if txn.Succeeded {
 			if out != nil {
-				if err := s.decode(kv.Value, out, txn.Header.Revision); err != nil {
-					return err
-				}
+				return copyWithRV(out, cur, txn.Header.Revision)
 			}
 			return nil
 		}
