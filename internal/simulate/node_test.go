@@ -227,3 +227,21 @@ func TestMergeConditions(t *testing.T) {
 		t.Errorf("mergeConditions (-want +got):\n%s", diff)
 	}
 }
+
+func TestDefaultWorkers(t *testing.T) {
+	tests := []struct {
+		opts Options
+		want int
+	}{
+		{Options{Nodes: 20}, MinWorkers},
+		{Options{Nodes: 5000}, 50},
+		{Options{Templates: []NodeTemplate{{Count: 3000}, {Count: 3000}}}, 60},
+		{Options{Nodes: 50000}, MaxWorkers},
+		{Options{Nodes: 50000, Workers: 4}, 4},
+	}
+	for _, tc := range tests {
+		if got := tc.opts.withDefaults().Workers; got != tc.want {
+			t.Errorf("workers for %d nodes = %d, want %d", tc.opts.totalNodes(), got, tc.want)
+		}
+	}
+}

@@ -22,7 +22,11 @@ const (
 	DefaultPods                  = 110
 	DefaultLeaseDuration         = 40 * time.Second
 	DefaultStatusUpdateFrequency = 5 * time.Minute
-	DefaultWorkers               = 16
+	// MinWorkers and MaxWorkers bound the default number of workers, one
+	// per 100 nodes: API calls block for milliseconds each, so a fixed
+	// few workers cannot keep up with the Lease renewals of many nodes.
+	MinWorkers = 16
+	MaxWorkers = 128
 	// MaxNodes is the most nodes one simulator can address with its
 	// pod-CIDR scheme (10.42.0.0/24 up to 10.255.255.0/24).
 	MaxNodes = (256 - 42) * 256
@@ -72,7 +76,8 @@ type Options struct {
 	// DeleteNodesOnExit deletes the nodes and their Leases when Start
 	// returns.
 	DeleteNodesOnExit bool
-	// Workers is the number of workers of each of the two queues.
+	// Workers is the number of workers of each of the two queues
+	// (default one per 100 nodes, between MinWorkers and MaxWorkers).
 	Workers int
 	// Clock is the time source (defaults to the real clock).
 	Clock clock.WithTicker
@@ -125,12 +130,24 @@ func (o Options) withDefaults() Options {
 		o.StatusUpdateFrequency = DefaultStatusUpdateFrequency
 	}
 	if o.Workers == 0 {
-		o.Workers = DefaultWorkers
+		o.Workers = min(MaxWorkers, max(MinWorkers, o.totalNodes()/100))
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
 	return o
+}
+
+// totalNodes is how many nodes the options describe.
+func (o Options) totalNodes() int {
+	if len(o.Templates) == 0 {
+		return o.Nodes
+	}
+	total := 0
+	for _, t := range o.Templates {
+		total += t.Count
+	}
+	return total
 }
 
 // Validate reports every problem of the options (after defaulting).

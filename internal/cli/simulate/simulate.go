@@ -74,7 +74,6 @@ func DefaultFlags() Flags {
 		ManageTaints:          true,
 		QPS:                   2000,
 		Burst:                 4000,
-		Workers:               simulate.DefaultWorkers,
 	}
 }
 
@@ -150,7 +149,7 @@ SIGINT or SIGTERM stops the nodes (and deletes them with --delete-nodes-on-exit)
 	fs.BoolVar(&f.DeleteNodesOnExit, "delete-nodes-on-exit", false, "delete the nodes and their Leases on exit")
 	fs.Float32Var(&f.QPS, "qps", f.QPS, "client queries per second to the API server")
 	fs.IntVar(&f.Burst, "burst", f.Burst, "client burst to the API server")
-	fs.IntVar(&f.Workers, "workers", f.Workers, "workers for node work and for pod work (each)")
+	fs.IntVar(&f.Workers, "workers", 0, "workers for node work and for pod work, each (default one per 100 nodes, between 16 and 128)")
 	fs.DurationVar(&f.ReportInterval, "report-interval", 0, "log API writes per second at this interval (0: off)")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -204,6 +203,9 @@ func (f Flags) Config(getenv func(string) string, readFile func(string) ([]byte,
 	}
 	if f.LeaseRenewInterval < 0 {
 		errs = append(errs, fmt.Errorf("--lease-renew-interval %v must not be negative", f.LeaseRenewInterval))
+	}
+	if f.Workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers %d must not be negative", f.Workers))
 	}
 	if f.QPS <= 0 || f.Burst < 1 {
 		errs = append(errs, fmt.Errorf("--qps and --burst must be positive (got %v, %d)", f.QPS, f.Burst))

@@ -141,7 +141,7 @@ func TestConfig(t *testing.T) {
 				Options: simulate.Options{
 					Nodes: 1, NamePrefix: "sim-node-", Pods: 110,
 					CPU: resource.MustParse("4"), Memory: resource.MustParse("16Gi"), EphemeralStorage: resource.MustParse("100Gi"),
-					LeaseDuration: 40 * time.Second, StatusUpdateFrequency: 5 * time.Minute, Workers: 16,
+					LeaseDuration: 40 * time.Second, StatusUpdateFrequency: 5 * time.Minute,
 				},
 			}
 			tc.want(&want)
