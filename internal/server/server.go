@@ -222,6 +222,10 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 	}
 	opts.Metrics = registry
 	opts.Address = ""
+	if len(opts.Controller.RootCAPEM) == 0 {
+		// Published as kube-root-ca.crt in every namespace.
+		opts.Controller.RootCAPEM = restConfig.CAData
+	}
 	opts.LeaderElect = true
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
