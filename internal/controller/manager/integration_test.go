@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/rest"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/kubectl/pkg/polymorphichelpers"
@@ -321,14 +322,20 @@ func TestDeploymentLifecycle(t *testing.T) {
 	}
 
 	// Scale to 0 and back.
+	// The controllers write the Deployment's status meanwhile, so a scale
+	// read a moment ago may be stale: retry on conflict, as clients do.
 	scale := func(n int32) {
-		s, err := client.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := client.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatalf("get scale: %v", err)
-		}
-		s.Spec.Replicas = n
-		if _, err := client.AppsV1().Deployments(ns).UpdateScale(ctx, "web", s, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("update scale: %v", err)
+			t.Fatalf("scale to %d: %v", n, err)
 		}
 	}
 	scale(0)
