@@ -277,6 +277,12 @@ func zoneRate(s zoneState, size int, o Options) float64 {
 // otherwise at is the earliest deadline (each taint's time added plus the
 // shortest tolerationSeconds of the tolerations matching it; at once for
 // a taint it does not tolerate).
+//
+// timeAdded travels with whole-second precision (RFC 3339), so a taint
+// stamped T was added somewhere in [T, T+1s): its clock starts at T+1s,
+// the earliest time that is surely not before the taint, so that a pod is
+// never evicted before its tolerationSeconds have passed (upstream counts
+// from when its taint manager sees the taint, later still).
 func evictionTime(tolerations []corev1.Toleration, taints []corev1.Taint, now time.Time) (at time.Time, evict bool) {
 	logger := klog.Background()
 	for i := range taints {
@@ -286,7 +292,7 @@ func evictionTime(tolerations []corev1.Toleration, taints []corev1.Taint, now ti
 		}
 		start := now
 		if taint.TimeAdded != nil {
-			start = taint.TimeAdded.Time
+			start = taint.TimeAdded.Time.Truncate(time.Second).Add(time.Second)
 		}
 		matched, forever := false, false
 		var min time.Duration

@@ -153,6 +153,7 @@ func TestComputeZoneStateAndRate(t *testing.T) {
 func TestEvictionTime(t *testing.T) {
 	secs := func(s int64) *int64 { return &s }
 	added := metav1.NewTime(t0)
+	addedLate := metav1.NewTime(t0.Add(900 * time.Millisecond))
 	unreachable := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &added}
 	now := t0.Add(10 * time.Second)
 	tests := []struct {
@@ -163,11 +164,16 @@ func TestEvictionTime(t *testing.T) {
 		wantEvict bool
 	}{
 		{name: "no toleration: at once", taints: []corev1.Taint{unreachable}, wantAt: now, wantEvict: true},
-		{name: "default 300s toleration", taints: []corev1.Taint{unreachable}, wantEvict: true, wantAt: t0.Add(300 * time.Second),
+		// timeAdded has whole seconds on the wire: the clock starts at
+		// the end of its second, never before the taint.
+		{name: "default 300s toleration", taints: []corev1.Taint{unreachable}, wantEvict: true, wantAt: t0.Add(301 * time.Second),
 			tols: []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs(300)}}},
 		{name: "tolerates forever", taints: []corev1.Taint{unreachable},
 			tols: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}},
-		{name: "shortest matching toleration wins", taints: []corev1.Taint{unreachable}, wantEvict: true, wantAt: t0.Add(5 * time.Second),
+		{name: "sub-second time added counts from the end of its second", wantEvict: true, wantAt: t0.Add(4 * time.Second),
+			taints: []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &addedLate}},
+			tols:   []corev1.Toleration{{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs(3)}}},
+		{name: "shortest matching toleration wins", taints: []corev1.Taint{unreachable}, wantEvict: true, wantAt: t0.Add(6 * time.Second),
 			tols: []corev1.Toleration{
 				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, TolerationSeconds: secs(60)},
 				{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs(5)},
