@@ -400,7 +400,12 @@ func (s *Simulator) processNodeTask(ctx context.Context) bool {
 			return true
 		}
 		s.stats.errors.Add(1)
-		klog.FromContext(ctx).V(2).Info("Node task failed; retrying", "node", task.node, "task", task.kind.String(), "err", err)
+		if task.kind == taskRegister && s.nodeQueue.NumRequeues(task) == 0 {
+			// Worth seeing by default (a wrong kubeconfig, RBAC), once a node.
+			klog.FromContext(ctx).Error(err, "Node registration failed; retrying", "node", task.node)
+		} else {
+			klog.FromContext(ctx).V(2).Info("Node task failed; retrying", "node", task.node, "task", task.kind.String(), "err", err)
+		}
 		s.nodeQueue.AddRateLimited(task)
 		return true
 	}
