@@ -1,0 +1,309 @@
+// Package app runs the scheduler as a component, the way kube-scheduler's
+// app does: clients from a rest.Config, optional leader election on a
+// Lease (kube-system/kube-scheduler, 15 s / 10 s / 2 s), and /healthz and
+// /metrics over plain HTTP when given an address. It follows the project's
+// contract: New has no side effects, Start blocks until ctx is done, Ready
+// is closed once it serves (or waits for leadership).
+//
+// Each term of leadership gets fresh informers, queue and cache, so that a
+// scheduler that lost the Lease and wins it again starts from the API's
+// state. The metrics live as long as the App.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/scheduler"
+	"github.com/skiff-sh/skiff/internal/scheduler/config"
+	"github.com/skiff-sh/skiff/internal/scheduler/framework"
+	"github.com/skiff-sh/skiff/internal/scheduler/metrics"
+)
+
+// DefaultAddress is where `skiff scheduler` serves /healthz and /metrics
+// (kube-scheduler's port, over plain HTTP on loopback).
+const DefaultAddress = "127.0.0.1:10259"
+
+// UserAgent prefixes the clients' user agents.
+const UserAgent = "skiff-scheduler"
+
+// Options configure an App. Config and Registry are required.
+type Options struct {
+	// Config is the scheduler's configuration (profiles, backoff, leader
+	// election, client rates).
+	Config config.Config
+	// Registry knows the plugins the profiles name.
+	Registry framework.Registry
+	// Identity is the holder identity of the Lease and the events'
+	// reportingInstance (default hostname_uuid).
+	Identity string
+	// Address serves /healthz and /metrics; empty serves nothing (in
+	// `skiff server`, whose API server serves Metrics on /metrics).
+	Address string
+	// Metrics receives the scheduler's metrics (default a new registry).
+	Metrics *prometheus.Registry
+	// Clock is handed to the scheduler (default the real clock).
+	Clock clock.WithTickerAndDelayedExecution
+}
+
+// App runs a scheduler with leader election.
+type App struct {
+	config  *rest.Config
+	opts    Options
+	metrics *metrics.Metrics
+	ready   chan struct{}
+
+	mu      sync.Mutex
+	addr    string
+	leading bool
+}
+
+// New validates the options; it has no side effects until Start.
+func New(restConfig *rest.Config, opts Options) (*App, error) {
+	if restConfig == nil {
+		return nil, errors.New("scheduler: a client config is required")
+	}
+	if len(opts.Config.Profiles) == 0 {
+		return nil, errors.New("scheduler: at least one profile is required")
+	}
+	if opts.Registry == nil {
+		return nil, errors.New("scheduler: a plugin registry is required")
+	}
+	le := opts.Config.LeaderElection
+	if le.LeaderElect && le.LeaseDuration <= le.RenewDeadline {
+		return nil, fmt.Errorf("scheduler: leader election lease duration (%v) must be greater than the renew deadline (%v)", le.LeaseDuration, le.RenewDeadline)
+	}
+	if opts.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "skiff"
+		}
+		opts.Identity = host + "_" + uuid.NewString()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m, err := metrics.New(opts.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: metrics: %w", err)
+	}
+	return &App{config: rest.CopyConfig(restConfig), opts: opts, metrics: m, ready: make(chan struct{})}, nil
+}
+
+// Identity is this scheduler's identity.
+func (a *App) Identity() string { return a.opts.Identity }
+
+// Ready is closed once the App serves (if it has an address) and runs or
+// waits for leadership.
+func (a *App) Ready() <-chan struct{} { return a.ready }
+
+// Addr is the address of /healthz and /metrics, once Ready.
+func (a *App) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// Leading reports whether the App is running its scheduler now.
+func (a *App) Leading() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.leading
+}
+
+// Start runs until ctx is done; it returns an error if the scheduler fails
+// or leadership is lost.
+func (a *App) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("scheduler")
+	ctx = klog.NewContext(ctx, logger)
+	le := a.opts.Config.LeaderElection
+	var watchdog *leaderelection.HealthzAdaptor
+	if le.LeaderElect {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	if a.opts.Address != "" {
+		stop, err := a.serve(ctx, watchdog)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	close(a.ready)
+	if !le.LeaderElect {
+		return a.run(ctx)
+	}
+
+	client, err := kubernetes.NewForConfig(a.clientConfig("leader-election"))
+	if err != nil {
+		return fmt.Errorf("scheduler: leader election client: %w", err)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: a.opts.Identity},
+	}
+	leCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var runErr error
+	done := make(chan struct{})
+	started := make(chan struct{})
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				close(started)
+				defer close(done)
+				logger.Info("Became leader; starting scheduling", "identity", a.opts.Identity)
+				if err := a.run(lctx); err != nil {
+					runErr = err
+					cancel()
+				}
+			},
+			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", a.opts.Identity) },
+			OnNewLeader: func(id string) {
+				if id != a.opts.Identity {
+					logger.Info("New leader elected", "identity", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("scheduler: leader election: %w", err)
+	}
+	elector.Run(leCtx)
+	select {
+	case <-started:
+		<-done
+	default:
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("scheduler: leader election lost")
+}
+
+func (a *App) clientConfig(name string) *rest.Config {
+	c := rest.CopyConfig(a.config)
+	c.UserAgent = UserAgent + "/" + name
+	c.QPS = a.opts.Config.QPS
+	c.Burst = a.opts.Config.Burst
+	if c.QPS == 0 {
+		c.QPS, c.Burst = config.DefaultQPS, config.DefaultBurst
+	}
+	return c
+}
+
+// run schedules until ctx is done, with fresh informers and state.
+func (a *App) run(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(a.clientConfig("scheduler"))
+	if err != nil {
+		return fmt.Errorf("scheduler: client: %w", err)
+	}
+	events, err := kubernetes.NewForConfig(a.clientConfig("events"))
+	if err != nil {
+		return fmt.Errorf("scheduler: events client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripManagedFields))
+	defer factory.Shutdown()
+	cfg := a.opts.Config
+	s, err := scheduler.New(ctx, client, factory, scheduler.Options{
+		Profiles:          cfg.Profiles,
+		Registry:          a.opts.Registry,
+		Parallelism:       cfg.Parallelism,
+		PodInitialBackoff: cfg.PodInitialBackoff,
+		PodMaxBackoff:     cfg.PodMaxBackoff,
+		Metrics:           a.metrics,
+		EventClient:       events,
+		Identity:          a.opts.Identity,
+		Clock:             a.opts.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.leading = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.leading = false
+		a.mu.Unlock()
+	}()
+	return s.Run(ctx)
+}
+
+// StripManagedFields drops metadata.managedFields from informer objects:
+// the scheduler never reads them and they are a large part of each object.
+func StripManagedFields(obj any) (any, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m := acc.GetObjectMeta(); m != nil {
+			m.SetManagedFields(nil)
+		}
+	}
+	return obj, nil
+}
+
+func (a *App) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
+	ln, err := net.Listen("tcp", a.opts.Address)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: listen on %s: %w", a.opts.Address, err)
+	}
+	a.mu.Lock()
+	a.addr = ln.Addr().String()
+	a.mu.Unlock()
+	mux := http.NewServeMux()
+	healthz := func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, "[-]leaderElection failed: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	}
+	mux.HandleFunc("/healthz", healthz)
+	mux.HandleFunc("/livez", healthz)
+	mux.HandleFunc("/readyz", healthz)
+	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "Health and metrics server stopped")
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
