@@ -125,8 +125,10 @@ func schedHead(s []string, n int) []string {
 	return s
 }
 
-func schedRunning(p *corev1.Pod) bool { return p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning }
-func schedBound(p *corev1.Pod) bool   { return p.Spec.NodeName != "" }
+func schedRunning(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
+}
+func schedBound(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
 
 // podEvents lists the namespace's events by pod name, for one reason.
 func schedPodEvents(t *testing.T, cs kubernetes.Interface, ns, reason string) map[string][]corev1.Event {
