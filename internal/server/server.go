@@ -24,6 +24,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/pki"
+	schedapp "github.com/skiff-sh/skiff/internal/scheduler/app"
+	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
+	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/server/bootstrap"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
@@ -181,6 +184,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
+	schedHandle, err := launchScheduler(ctx, cfg, bundle.AdminRESTConfig(serverURL), registry)
+	if err != nil {
+		return err
+	}
+	// Deferred: the scheduler stops before the API server.
+	defer func() {
+		logger.V(1).Info("Stopping scheduler")
+		if stopErr := schedHandle.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+	}()
+
 	fmt.Fprintf(cfg.Out, "Skiff is ready in %v: API server at %s.\n", time.Since(start).Round(time.Millisecond), serverURL)
 	fmt.Fprintf(cfg.Out, "Admin kubeconfig: %s\n", kubeconfig)
 	if cfg.DataDir == DefaultDataDir {
@@ -202,6 +217,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(etcdHandle.Err(), "etcd"))
 	case <-cmHandle.Done():
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(cmHandle.Err(), "controller-manager"))
+	case <-schedHandle.Done():
+		return fmt.Errorf("stopped unexpectedly: %w", orStopped(schedHandle.Err(), "scheduler"))
 	}
 }
 
@@ -237,6 +254,27 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 	return lifecycle.Launch(ctx, "controller-manager", cm, cfg.ReadyTimeout)
+}
+
+// launchScheduler starts the scheduler in process with the default
+// profile, the way the controller manager is started: its metrics go to
+// the API server's registry (served on the API server's /metrics), it
+// opens no port (a separate `skiff scheduler` can take 10259), and it
+// elects a leader on the Lease kube-system/kube-scheduler with an identity
+// stable for this host and data directory.
+func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry) (*lifecycle.Handle, error) {
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(cfg.DataDir))
+	sched, err := schedapp.New(restConfig, schedapp.Options{
+		Config:   schedconfig.Default(schedplugins.DefaultProfile()),
+		Registry: schedplugins.NewInTreeRegistry(),
+		Identity: fmt.Sprintf("%s_skiff-server-%x", host, sum[:4]),
+		Metrics:  registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return lifecycle.Launch(ctx, "scheduler", sched, cfg.ReadyTimeout)
 }
 
 func orStopped(err error, name string) error {

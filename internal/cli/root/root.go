@@ -6,6 +6,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
 	"github.com/skiff-sh/skiff/internal/cli/kubectl"
+	schedulercmd "github.com/skiff-sh/skiff/internal/cli/scheduler"
 	"github.com/skiff-sh/skiff/internal/cli/server"
 	simulatecmd "github.com/skiff-sh/skiff/internal/cli/simulate"
 	"github.com/skiff-sh/skiff/internal/cli/version"
@@ -27,5 +28,6 @@ func NewCommand() *cobra.Command {
 	cmd.AddCommand(server.NewCommand(), kubectl.NewCommand(), version.NewCommand())
 	cmd.AddCommand(controllermanager.NewCommand())
 	cmd.AddCommand(simulatecmd.NewCommand())
+	cmd.AddCommand(schedulercmd.NewCommand())
 	return cmd
 }
