@@ -7,7 +7,6 @@
 //	scheduler_pod_scheduling_sli_duration_seconds{attempts}
 //	scheduler_pod_scheduling_attempts
 //	scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}
-//	scheduler_queue_incoming_pods_total{queue,event}
 //
 // result is scheduled, unschedulable or error. Upstream deprecated
 // scheduler_e2e_scheduling_duration_seconds in 1.23 (replaced by
@@ -59,7 +58,6 @@ type Metrics struct {
 	PodSchedulingSLI         *prometheus.HistogramVec
 	PodSchedulingAttempts    prometheus.Histogram
 	ExtensionPointDuration   *prometheus.HistogramVec
-	QueueIncomingPods        *prometheus.CounterVec
 
 	mu      sync.Mutex
 	pending PendingFunc
@@ -92,17 +90,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Latency for running all plugins of a specific extension point.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 12),
 		}, []string{"extension_point", "status", "profile"}),
-		QueueIncomingPods: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "scheduler", Name: "queue_incoming_pods_total",
-			Help: "Number of pods added to scheduling queues by event and queue type.",
-		}, []string{"queue", "event"}),
 	}
 	pendingDesc := prometheus.NewDesc("scheduler_pending_pods",
 		"Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
 		[]string{"queue"}, nil)
 	collectors := []prometheus.Collector{
 		m.ScheduleAttempts, m.SchedulingAttemptLatency, m.PodSchedulingSLI, m.PodSchedulingAttempts,
-		m.ExtensionPointDuration, m.QueueIncomingPods, &pendingCollector{m: m, desc: pendingDesc},
+		m.ExtensionPointDuration, &pendingCollector{m: m, desc: pendingDesc},
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
