@@ -118,7 +118,7 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 	fs.Float64Var(&f.SecondaryEviction, "secondary-node-eviction-rate", f.SecondaryEviction, "nodes per second whose pods are evicted when a zone is unhealthy")
 	fs.Float64Var(&f.UnhealthyZone, "unhealthy-zone-threshold", f.UnhealthyZone, "fraction of not-ready nodes that makes a zone unhealthy")
 	fs.IntVar(&f.LargeClusterSize, "large-cluster-size-threshold", f.LargeClusterSize, "nodes above which a cluster is large for eviction rates")
-	fs.IntVar(&f.TerminatedPodGCMax, "terminated-pod-gc-threshold", f.TerminatedPodGCMax, "terminated pods kept before pod GC deletes the oldest (0 disables)")
+	fs.IntVar(&f.TerminatedPodGCMax, "terminated-pod-gc-threshold", f.TerminatedPodGCMax, "terminated pods kept before pod GC deletes the oldest (0 or less disables it, as upstream)")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -190,9 +190,6 @@ func (f Flags) controllerOptions() (controllercontext.Options, error) {
 	if f.UnhealthyZone < 0 || f.UnhealthyZone > 1 {
 		errs = append(errs, errors.New("--unhealthy-zone-threshold must be between 0 and 1"))
 	}
-	if f.TerminatedPodGCMax < 0 {
-		errs = append(errs, errors.New("--terminated-pod-gc-threshold must not be negative"))
-	}
 	var ca []byte
 	if f.RootCAFile != "" {
 		b, err := os.ReadFile(f.RootCAFile)
@@ -216,7 +213,7 @@ func (f Flags) controllerOptions() (controllercontext.Options, error) {
 		SecondaryNodeEvictionRate: f.SecondaryEviction,
 		UnhealthyZoneThreshold:    f.UnhealthyZone,
 		LargeClusterSizeThreshold: f.LargeClusterSize,
-		TerminatedPodGCThreshold:  f.TerminatedPodGCMax,
+		TerminatedPodGCThreshold:  podGCThreshold(f.TerminatedPodGCMax),
 		ConcurrentSyncs:           syncs,
 		RootCAPEM:                 ca,
 	}, errors.Join(errs...)
@@ -242,4 +239,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return m.Start(ctx)
+}
+
+// podGCThreshold maps the flag to the controller's option: upstream
+// disables terminated-pod collection at 0 or less; the option says that
+// with a negative number (0 there means the default).
+func podGCThreshold(flag int) int {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }
