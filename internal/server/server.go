@@ -1,6 +1,7 @@
 // Package server wires the components of `skiff server` together: data
-// directory, PKI, etcd, API server and bootstrap objects, started in order
-// and stopped in reverse order when the context ends.
+// directory, PKI, etcd, API server, bootstrap objects, the controller
+// manager and the scheduler, started in order and stopped in reverse order
+// when the context ends.
 package server
 
 import (

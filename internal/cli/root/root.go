@@ -19,8 +19,12 @@ func NewCommand() *cobra.Command {
 		Short: "Skiff: a Kubernetes-compatible orchestrator in one binary",
 		Long: `Skiff runs a Kubernetes-compatible cluster from one binary.
 
-  skiff server     run the control plane (etcd + API server) on this machine
-  skiff kubectl    run kubectl against it`,
+  skiff server              run the control plane on this machine: etcd, API
+                            server, controller manager and scheduler
+  skiff kubectl             run kubectl against it
+  skiff controller-manager  run only the controllers, against a kubeconfig
+  skiff scheduler           run only the scheduler, against a kubeconfig
+  skiff simulate            run simulated nodes (no containers) for scale tests`,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
