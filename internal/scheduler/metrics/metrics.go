@@ -7,11 +7,14 @@
 //	scheduler_pod_scheduling_sli_duration_seconds{attempts}
 //	scheduler_pod_scheduling_attempts
 //	scheduler_framework_extension_point_duration_seconds{extension_point,status,profile}
+//	scheduler_e2e_scheduling_duration_seconds{result,profile}
 //
 // result is scheduled, unschedulable or error. Upstream deprecated
-// scheduler_e2e_scheduling_duration_seconds in 1.23 (replaced by
-// scheduling_attempt_duration_seconds) and removed it; the end-to-end
-// latency of a pod, from its first entry in the queue to its binding, is
+// scheduler_e2e_scheduling_duration_seconds in 1.23 in favour of
+// scheduling_attempt_duration_seconds (the same measure) and later dropped
+// it; we still export it, observed with the same value, because dashboards
+// and our issue tracker name it. The end-to-end latency of a pod, from its
+// first entry in the queue to its binding, is
 // pod_scheduling_sli_duration_seconds.
 //
 // The metrics are registered on the registerer given to New (no global
@@ -58,6 +61,7 @@ type Metrics struct {
 	PodSchedulingSLI         *prometheus.HistogramVec
 	PodSchedulingAttempts    prometheus.Histogram
 	ExtensionPointDuration   *prometheus.HistogramVec
+	E2eSchedulingLatency     *prometheus.HistogramVec
 
 	mu      sync.Mutex
 	pending PendingFunc
@@ -90,13 +94,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Latency for running all plugins of a specific extension point.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 12),
 		}, []string{"extension_point", "status", "profile"}),
+		E2eSchedulingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "scheduler", Name: "e2e_scheduling_duration_seconds",
+			Help:    "(Deprecated) E2e scheduling latency in seconds (scheduling algorithm + binding). This metric is replaced by scheduling_attempt_duration_seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"result", "profile"}),
 	}
 	pendingDesc := prometheus.NewDesc("scheduler_pending_pods",
 		"Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
 		[]string{"queue"}, nil)
 	collectors := []prometheus.Collector{
 		m.ScheduleAttempts, m.SchedulingAttemptLatency, m.PodSchedulingSLI, m.PodSchedulingAttempts,
-		m.ExtensionPointDuration, &pendingCollector{m: m, desc: pendingDesc},
+		m.ExtensionPointDuration, m.E2eSchedulingLatency, &pendingCollector{m: m, desc: pendingDesc},
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -117,6 +126,7 @@ func (m *Metrics) SetPending(f PendingFunc) {
 func (m *Metrics) ObserveAttempt(result, profile string, d time.Duration) {
 	m.ScheduleAttempts.WithLabelValues(result, profile).Inc()
 	m.SchedulingAttemptLatency.WithLabelValues(result, profile).Observe(d.Seconds())
+	m.E2eSchedulingLatency.WithLabelValues(result, profile).Observe(d.Seconds())
 }
 
 // ObservePodScheduled records a pod's end-to-end latency and attempts.
