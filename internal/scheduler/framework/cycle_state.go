@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrNotFound is returned by CycleState.Read for a missing key.
@@ -22,43 +23,40 @@ type StateData interface {
 
 // CycleState is the state of one scheduling cycle, written by a plugin at
 // one extension point and read at the next ones. It is safe for concurrent
-// use, because Filter and Score run in parallel over nodes.
+// use, because Filter and Score run in parallel over nodes; reads take no
+// lock (the storage is a sync.Map, whose reads of keys written before the
+// parallel phase do not contend), as upstream's CycleState.
 type CycleState struct {
-	mu      sync.RWMutex
-	storage map[StateKey]StateData
-	// SkipFilterPlugins are the plugins whose PreFilter returned Skip.
-	skipFilter map[string]bool
-	// SkipScorePlugins are the plugins whose PreScore returned Skip.
-	skipScore map[string]bool
+	storage sync.Map // StateKey → StateData
+	// skipFilter are the plugins whose PreFilter returned Skip.
+	skipFilter atomic.Pointer[map[string]bool]
+	// skipScore are the plugins whose PreScore returned Skip.
+	skipScore atomic.Pointer[map[string]bool]
+	// recordPluginMetrics says whether this cycle times each plugin.
+	recordPluginMetrics atomic.Bool
 }
 
 // NewCycleState returns an empty state.
 func NewCycleState() *CycleState {
-	return &CycleState{storage: map[StateKey]StateData{}}
+	return &CycleState{}
 }
 
 // Read returns the data under key, or an error wrapping ErrNotFound.
 func (c *CycleState) Read(key StateKey) (StateData, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if v, ok := c.storage[key]; ok {
-		return v, nil
+	if v, ok := c.storage.Load(key); ok {
+		return v.(StateData), nil
 	}
 	return nil, fmt.Errorf("read %q from cycle state: %w", key, ErrNotFound)
 }
 
 // Write stores val under key.
 func (c *CycleState) Write(key StateKey, val StateData) {
-	c.mu.Lock()
-	c.storage[key] = val
-	c.mu.Unlock()
+	c.storage.Store(key, val)
 }
 
 // Delete removes key.
 func (c *CycleState) Delete(key StateKey) {
-	c.mu.Lock()
-	delete(c.storage, key)
-	c.mu.Unlock()
+	c.storage.Delete(key)
 }
 
 // Clone copies the state, cloning each entry. Clone of nil is nil.
@@ -66,44 +64,51 @@ func (c *CycleState) Clone() *CycleState {
 	if c == nil {
 		return nil
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	out := NewCycleState()
-	for k, v := range c.storage {
-		out.storage[k] = v.Clone()
-	}
-	out.skipFilter = cloneSet(c.skipFilter)
-	out.skipScore = cloneSet(c.skipScore)
+	c.storage.Range(func(k, v any) bool {
+		out.storage.Store(k, v.(StateData).Clone())
+		return true
+	})
+	out.skipFilter.Store(c.skipFilter.Load())
+	out.skipScore.Store(c.skipScore.Load())
+	out.recordPluginMetrics.Store(c.recordPluginMetrics.Load())
 	return out
 }
 
 // SetSkipFilter marks the plugins whose Filter is skipped in this cycle.
+// The map must not be changed afterwards.
 func (c *CycleState) SetSkipFilter(names map[string]bool) {
-	c.mu.Lock()
-	c.skipFilter = names
-	c.mu.Unlock()
+	c.skipFilter.Store(&names)
 }
 
 // SkipFilter reports whether plugin's Filter is skipped in this cycle.
 func (c *CycleState) SkipFilter(plugin string) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.skipFilter[plugin]
+	if m := c.skipFilter.Load(); m != nil {
+		return (*m)[plugin]
+	}
+	return false
 }
 
 // SetSkipScore marks the plugins whose Score is skipped in this cycle.
+// The map must not be changed afterwards.
 func (c *CycleState) SetSkipScore(names map[string]bool) {
-	c.mu.Lock()
-	c.skipScore = names
-	c.mu.Unlock()
+	c.skipScore.Store(&names)
 }
 
 // SkipScore reports whether plugin's Score is skipped in this cycle.
 func (c *CycleState) SkipScore(plugin string) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.skipScore[plugin]
+	if m := c.skipScore.Load(); m != nil {
+		return (*m)[plugin]
+	}
+	return false
 }
+
+// SetRecordPluginMetrics says whether the framework times each plugin in
+// this cycle (upstream samples 10% of the cycles).
+func (c *CycleState) SetRecordPluginMetrics(v bool) { c.recordPluginMetrics.Store(v) }
+
+// ShouldRecordPluginMetrics reports whether this cycle times each plugin.
+func (c *CycleState) ShouldRecordPluginMetrics() bool { return c.recordPluginMetrics.Load() }
 
 // ReadAs reads key and asserts its type.
 func ReadAs[T StateData](c *CycleState, key StateKey) (T, error) {
@@ -117,15 +122,4 @@ func ReadAs[T StateData](c *CycleState, key StateKey) (T, error) {
 		return zero, fmt.Errorf("cycle state %q holds %T, want %T", key, v, zero)
 	}
 	return t, nil
-}
-
-func cloneSet(m map[string]bool) map[string]bool {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]bool, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

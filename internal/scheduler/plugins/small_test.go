@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -110,6 +111,37 @@ func TestImageLocality(t *testing.T) {
 	want := st.Scores("big", 17, "none", 0, "small", 11, "tiny", 0)
 	if diff := cmp.Diff(want, st.RunScore(t, h, p.(framework.ScorePlugin), pod)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestImageLocalityPreScoreSkip(t *testing.T) {
+	const mb = 1024 * 1024
+	withApp := st.MakeNode("with-app").Images(map[string]int64{"app:v1": 500 * mb}).Obj()
+	bare := st.MakeNode("bare").Obj()
+	other := st.MakeNode("other").Images(map[string]int64{"db:latest": 500 * mb}).Obj()
+	for _, tc := range []struct {
+		name     string
+		nodes    []*v1.Node
+		image    string
+		wantSkip bool
+	}{
+		{"no node has any image", []*v1.Node{bare, bare.DeepCopy()}, "app:v1", true},
+		{"nodes have other images", []*v1.Node{bare, other}, "app:v1", true},
+		{"one node has it", []*v1.Node{bare, withApp}, "app:v1", false},
+		{"untagged name matches :latest", []*v1.Node{other}, "db", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, n := range tc.nodes {
+				n.Name = fmt.Sprintf("n%d", i)
+			}
+			h := st.NewHandle(nil, tc.nodes)
+			p, _ := imagelocality.New(context.Background(), nil, h)
+			pod := st.MakePod().Image(tc.image).Obj()
+			s := p.(framework.PreScorePlugin).PreScore(context.Background(), framework.NewCycleState(), pod, h.Snapshot.List())
+			if got := s.IsSkip(); got != tc.wantSkip {
+				t.Errorf("PreScore skip = %v (%v), want %v", got, s, tc.wantSkip)
+			}
+		})
 	}
 }
 

@@ -81,6 +81,10 @@ type Framework struct {
 	// so that all nodes get evaluated over successive cycles.
 	nextStartNodeIndex int
 	rand               *rand.Rand
+	// feasibleBuf and statusBuf are SchedulePod's buffers, reused from
+	// cycle to cycle.
+	feasibleBuf []*framework.NodeInfo
+	statusBuf   []*framework.Status
 }
 
 var _ framework.Handle = (*Framework)(nil)
@@ -488,9 +492,12 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleS
 			plugins = append(plugins, p)
 		}
 	}
+	// One backing array for every plugin's list, and one for every
+	// node's plugin scores: two allocations a cycle, not one a node.
+	flat := make(framework.NodeScoreList, len(plugins)*len(nodes))
 	scores := make([]framework.NodeScoreList, len(plugins))
 	for i := range scores {
-		scores[i] = make(framework.NodeScoreList, len(nodes))
+		scores[i] = flat[i*len(nodes) : (i+1)*len(nodes) : (i+1)*len(nodes)]
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -524,8 +531,9 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleS
 		}
 	}
 	out := make([]NodePluginScores, len(nodes))
+	perNode := make([]PluginScore, len(nodes)*len(plugins))
 	for n, ni := range nodes {
-		out[n] = NodePluginScores{Name: ni.Node().Name, Scores: make([]PluginScore, len(plugins))}
+		out[n] = NodePluginScores{Name: ni.Node().Name, Scores: perNode[n*len(plugins) : (n+1)*len(plugins) : (n+1)*len(plugins)]}
 	}
 	for i, p := range plugins {
 		for n := range nodes {

@@ -182,10 +182,13 @@ func (f *Framework) findFeasible(ctx context.Context, state *framework.CycleStat
 		f.nextStartNodeIndex = (start + want) % max(numAll, 1)
 		return out, nil
 	}
-	feasible := make([]*framework.NodeInfo, want)
+	// The buffers are the framework's, reused from cycle to cycle (one
+	// cycle runs at a time); feasible is only read before the next cycle.
+	feasible := grow(&f.feasibleBuf, want)
 	var found atomic.Int32
 	var processed atomic.Int32
-	statuses := make([]*framework.Status, numAll)
+	statuses := grow(&f.statusBuf, numAll)
+	clear(statuses)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var errOnce sync.Once
@@ -226,6 +229,14 @@ func (f *Framework) findFeasible(ctx context.Context, state *framework.CycleStat
 		f.nextStartNodeIndex = (start + int(processed.Load())) % numAll
 	}
 	return feasible[:found.Load()], nil
+}
+
+// grow returns (*buf)[:n], reallocating *buf when it is too short.
+func grow[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	return (*buf)[:n]
 }
 
 func (f *Framework) prioritizeNodes(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]NodePluginScores, error) {

@@ -28,7 +28,25 @@ type ImageLocality struct {
 	handle framework.Handle
 }
 
-var _ framework.ScorePlugin = (*ImageLocality)(nil)
+var (
+	_ framework.PreScorePlugin = (*ImageLocality)(nil)
+	_ framework.ScorePlugin    = (*ImageLocality)(nil)
+)
+
+const preScoreKey framework.StateKey = "PreScore" + Name
+
+// preScoreState is what PreScore computes once for the cycle.
+type preScoreState struct {
+	// images are the pod's images, normalized, init containers first.
+	images []string
+	// totalNodes is the number of nodes in the snapshot.
+	totalNodes int
+	// numContainers counts the pod's containers and init containers.
+	numContainers int
+}
+
+// Clone implements framework.StateData; the state is immutable.
+func (s *preScoreState) Clone() framework.StateData { return s }
 
 // New builds the plugin.
 func New(_ context.Context, _ any, h framework.Handle) (framework.Plugin, error) {
@@ -38,11 +56,52 @@ func New(_ context.Context, _ any, h framework.Handle) (framework.Plugin, error)
 // Name implements framework.Plugin.
 func (*ImageLocality) Name() string { return Name }
 
+func (p *ImageLocality) newState(pod *v1.Pod) *preScoreState {
+	st := &preScoreState{numContainers: len(pod.Spec.Containers) + len(pod.Spec.InitContainers)}
+	if lister := p.handle.SnapshotSharedLister(); lister != nil {
+		st.totalNodes = len(lister.NodeInfos().List())
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			st.images = append(st.images, NormalizedImageName(c.Image))
+		}
+	}
+	return st
+}
+
+// PreScore normalizes the pod's image names once, and returns Skip when
+// none of the nodes has any of them: every node would score 0 (the sizes
+// sum to nothing, below the minimum threshold), so Score need not run.
+func (p *ImageLocality) PreScore(_ context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
+	st := p.newState(pod)
+	if !anyNodeHasImage(nodes, st.images) {
+		return framework.NewStatus(framework.Skip)
+	}
+	state.Write(preScoreKey, st)
+	return nil
+}
+
+func anyNodeHasImage(nodes []*framework.NodeInfo, images []string) bool {
+	for _, ni := range nodes {
+		if len(ni.ImageStates) == 0 {
+			continue
+		}
+		for _, img := range images {
+			if _, ok := ni.ImageStates[img]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Score implements framework.ScorePlugin.
-func (p *ImageLocality) Score(_ context.Context, _ *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) (int64, *framework.Status) {
-	total := p.handle.SnapshotSharedLister().NodeInfos().List()
-	numContainers := len(pod.Spec.Containers) + len(pod.Spec.InitContainers)
-	return calculatePriority(sumImageScores(ni, pod, len(total)), numContainers), nil
+func (p *ImageLocality) Score(_ context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) (int64, *framework.Status) {
+	st, err := framework.ReadAs[*preScoreState](state, preScoreKey)
+	if err != nil {
+		st = p.newState(pod)
+	}
+	return calculatePriority(sumImageScores(ni, st.images, st.totalNodes), st.numContainers), nil
 }
 
 // ScoreExtensions implements framework.ScorePlugin.
@@ -54,13 +113,11 @@ func calculatePriority(sum int64, numContainers int) int64 {
 	return framework.MaxNodeScore * (sum - minThreshold) / (maxThreshold - minThreshold)
 }
 
-func sumImageScores(ni *framework.NodeInfo, pod *v1.Pod, totalNodes int) int64 {
+func sumImageScores(ni *framework.NodeInfo, images []string, totalNodes int) int64 {
 	var sum int64
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			if st, ok := ni.ImageStates[NormalizedImageName(c.Image)]; ok {
-				sum += int64(float64(st.Size) * float64(st.NumNodes) / float64(totalNodes))
-			}
+	for _, img := range images {
+		if st, ok := ni.ImageStates[img]; ok {
+			sum += int64(float64(st.Size) * float64(st.NumNodes) / float64(totalNodes))
 		}
 	}
 	return sum

@@ -6,9 +6,42 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 )
 
+// scoreKind selects the formula of a scorer.
+type scoreKind int
+
+const (
+	leastAllocated scoreKind = iota
+	mostAllocated
+	requestedToCapacityRatio
+	balanced
+)
+
 // scorer turns requested/allocatable vectors (resources with no
-// allocatable already left out) into a node score.
-type scorer func(requested, allocatable []int64, weights []int64) int64
+// allocatable already left out) into a node score. It is a value with a
+// switch rather than a func, so that the vectors, which scoreNode keeps on
+// its stack, do not escape to the heap through an indirect call.
+type scorer struct {
+	kind scoreKind
+	// shape is RequestedToCapacityRatio's, with scores scaled to
+	// MaxNodeScore.
+	shape []UtilizationShapePoint
+}
+
+func (s scorer) score(requested, allocatable, weights []int64) int64 {
+	switch s.kind {
+	case mostAllocated:
+		return mostAllocatedScorer(requested, allocatable, weights)
+	case requestedToCapacityRatio:
+		return ratioScore(s.shape, requested, allocatable, weights)
+	case balanced:
+		return balancedScorer(requested, allocatable, weights)
+	}
+	return leastAllocatedScorer(requested, allocatable, weights)
+}
+
+// maxStackResources is how many scoring resources scoreNode handles
+// without allocating.
+const maxStackResources = 8
 
 // allocationScorer computes per-resource requested and allocatable
 // amounts for a node with the pod added.
@@ -17,7 +50,7 @@ type allocationScorer struct {
 	// useRequested counts the actual requests; otherwise the non-zero
 	// defaults for CPU and memory of containers without requests.
 	useRequested bool
-	score        scorer
+	scorer       scorer
 }
 
 // podRequests returns the pod's requests for each scoring resource.
@@ -31,9 +64,8 @@ func (a *allocationScorer) podRequests(pod *v1.Pod) []int64 {
 }
 
 func (a *allocationScorer) scoreNode(ni *framework.NodeInfo, podReqs []int64) int64 {
-	requested := make([]int64, 0, len(a.resources))
-	allocatable := make([]int64, 0, len(a.resources))
-	weights := make([]int64, 0, len(a.resources))
+	var reqBuf, allocBuf, weightBuf [maxStackResources]int64
+	requested, allocatable, weights := reqBuf[:0], allocBuf[:0], weightBuf[:0]
 	for i, rs := range a.resources {
 		alloc, req := a.allocatableRequested(ni, v1.ResourceName(rs.Name), podReqs[i])
 		if alloc == 0 {
@@ -43,7 +75,7 @@ func (a *allocationScorer) scoreNode(ni *framework.NodeInfo, podReqs []int64) in
 		allocatable = append(allocatable, alloc)
 		weights = append(weights, rs.Weight)
 	}
-	return a.score(requested, allocatable, weights)
+	return a.scorer.score(requested, allocatable, weights)
 }
 
 func (a *allocationScorer) allocatableRequested(ni *framework.NodeInfo, name v1.ResourceName, podReq int64) (int64, int64) {
@@ -101,59 +133,63 @@ func mostAllocatedScorer(requested, allocatable, weights []int64) int64 {
 // scores, scaled to MaxNodeScore.
 const maxCustomPriorityScore = 10
 
-func requestedToCapacityRatioScorer(shape []UtilizationShapePoint) scorer {
+// newRatioScorer scales shape's scores (0-10) to MaxNodeScore.
+func newRatioScorer(shape []UtilizationShapePoint) scorer {
 	scaled := make([]UtilizationShapePoint, len(shape))
 	for i, p := range shape {
 		scaled[i] = UtilizationShapePoint{Utilization: p.Utilization, Score: p.Score * int32(framework.MaxNodeScore/maxCustomPriorityScore)}
 	}
-	raw := func(p int64) int64 {
-		for i, pt := range scaled {
-			if p <= int64(pt.Utilization) {
-				if i == 0 {
-					return int64(pt.Score)
-				}
-				prev := scaled[i-1]
-				return int64(prev.Score) + (int64(pt.Score)-int64(prev.Score))*(p-int64(prev.Utilization))/(int64(pt.Utilization)-int64(prev.Utilization))
+	return scorer{kind: requestedToCapacityRatio, shape: scaled}
+}
+
+// shapeScore interpolates the scaled shape at utilization p (percent).
+func shapeScore(scaled []UtilizationShapePoint, p int64) int64 {
+	for i, pt := range scaled {
+		if p <= int64(pt.Utilization) {
+			if i == 0 {
+				return int64(pt.Score)
 			}
+			prev := scaled[i-1]
+			return int64(prev.Score) + (int64(pt.Score)-int64(prev.Score))*(p-int64(prev.Utilization))/(int64(pt.Utilization)-int64(prev.Utilization))
 		}
-		return int64(scaled[len(scaled)-1].Score)
 	}
-	return func(requested, allocatable, weights []int64) int64 {
-		var score, weightSum int64
-		for i := range requested {
-			util := int64(100)
-			if requested[i] <= allocatable[i] {
-				util = requested[i] * 100 / allocatable[i]
-			}
-			score += raw(util) * weights[i]
-			weightSum += weights[i]
+	return int64(scaled[len(scaled)-1].Score)
+}
+
+func ratioScore(scaled []UtilizationShapePoint, requested, allocatable, weights []int64) int64 {
+	var score, weightSum int64
+	for i := range requested {
+		util := int64(100)
+		if requested[i] <= allocatable[i] {
+			util = requested[i] * 100 / allocatable[i]
 		}
-		if weightSum == 0 {
-			return 0
-		}
-		return (score*2 + weightSum) / (weightSum * 2) // round half up
+		score += shapeScore(scaled, util) * weights[i]
+		weightSum += weights[i]
 	}
+	if weightSum == 0 {
+		return 0
+	}
+	return (score*2 + weightSum) / (weightSum * 2) // round half up
 }
 
 func balancedScorer(requested, allocatable, _ []int64) int64 {
-	fractions := make([]float64, 0, len(requested))
-	var total float64
-	for i := range requested {
-		f := min(float64(requested[i])/float64(allocatable[i]), 1)
-		fractions = append(fractions, f)
-		total += f
-	}
+	fraction := func(i int) float64 { return min(float64(requested[i])/float64(allocatable[i]), 1) }
 	var std float64
-	switch {
-	case len(fractions) == 2:
-		std = abs(fractions[0]-fractions[1]) / 2
-	case len(fractions) > 2:
-		mean := total / float64(len(fractions))
-		var sum float64
-		for _, f := range fractions {
-			sum += (f - mean) * (f - mean)
+	switch n := len(requested); {
+	case n == 2:
+		std = abs(fraction(0)-fraction(1)) / 2
+	case n > 2:
+		var total float64
+		for i := range n {
+			total += fraction(i)
 		}
-		std = sqrt(sum / float64(len(fractions)))
+		mean := total / float64(n)
+		var sum float64
+		for i := range n {
+			d := fraction(i) - mean
+			sum += d * d
+		}
+		std = sqrt(sum / float64(n))
 	}
 	return int64((1 - std) * float64(framework.MaxNodeScore))
 }

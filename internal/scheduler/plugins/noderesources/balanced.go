@@ -40,7 +40,7 @@ func NewBalancedAllocation(_ context.Context, args any, _ framework.Handle) (fra
 	if err := validateResources(a.Resources); err != nil {
 		return nil, fmt.Errorf("%s args: %w", BalancedAllocationName, err)
 	}
-	return &BalancedAllocation{scorer: allocationScorer{resources: a.Resources, useRequested: true, score: balancedScorer}}, nil
+	return &BalancedAllocation{scorer: allocationScorer{resources: a.Resources, useRequested: true, scorer: scorer{kind: balanced}}}, nil
 }
 
 // Name implements framework.Plugin.

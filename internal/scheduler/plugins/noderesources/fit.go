@@ -59,9 +59,9 @@ func NewFit(_ context.Context, args any, _ framework.Handle) (framework.Plugin, 
 	f.scorer = allocationScorer{resources: st.Resources}
 	switch st.Type {
 	case LeastAllocated:
-		f.scorer.score = leastAllocatedScorer
+		f.scorer.scorer = scorer{kind: leastAllocated}
 	case MostAllocated:
-		f.scorer.score = mostAllocatedScorer
+		f.scorer.scorer = scorer{kind: mostAllocated}
 	case RequestedToCapacityRatio:
 		if st.RequestedToCapacityRatio == nil {
 			return nil, fmt.Errorf("%s args: requestedToCapacityRatio is required for the %s strategy", FitName, RequestedToCapacityRatio)
@@ -69,7 +69,7 @@ func NewFit(_ context.Context, args any, _ framework.Handle) (framework.Plugin, 
 		if err := validateShape(st.RequestedToCapacityRatio.Shape); err != nil {
 			return nil, fmt.Errorf("%s args: %w", FitName, err)
 		}
-		f.scorer.score = requestedToCapacityRatioScorer(st.RequestedToCapacityRatio.Shape)
+		f.scorer.scorer = newRatioScorer(st.RequestedToCapacityRatio.Shape)
 	default:
 		return nil, fmt.Errorf("%s args: unknown scoring strategy %q", FitName, st.Type)
 	}

@@ -68,6 +68,8 @@ type PodTopologySpread struct {
 	defaults        []v1.TopologySpreadConstraint
 	systemDefaulted bool
 	defaultSelector SelectorFunc
+	// index keeps the matching pods per node between cycles.
+	index *countIndex
 }
 
 var (
@@ -95,7 +97,7 @@ func NewWithSelector(_ context.Context, args any, h framework.Handle, sel Select
 	if err := framework.DecodeArgs(args, &a); err != nil {
 		return nil, err
 	}
-	pl := &PodTopologySpread{handle: h, defaultSelector: sel}
+	pl := &PodTopologySpread{handle: h, defaultSelector: sel, index: newCountIndex()}
 	switch a.DefaultingType {
 	case "", SystemDefaulting:
 		if len(a.DefaultConstraints) > 0 {
@@ -262,22 +264,51 @@ func (pl *PodTopologySpread) PreFilter(_ context.Context, state *framework.Cycle
 		return nil, framework.NewStatus(framework.Skip)
 	}
 	s := &preFilterState{constraints: cs, counts: map[pair]int{}, required: nodeaffinity.GetRequiredAffinity(pod)}
-	for _, ni := range pl.handle.SnapshotSharedLister().NodeInfos().List() {
-		node := ni.Node()
-		if !hasAllKeys(node, cs) {
-			continue
-		}
-		for i := range cs {
-			c := &cs[i]
-			if !c.matchesNode(pod, node, s.required) {
+	nodes := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if !pl.countFromIndex(s, pod, nodes) {
+		s.counts = map[pair]int{}
+		for _, ni := range nodes {
+			node := ni.Node()
+			if !hasAllKeys(node, cs) {
 				continue
 			}
-			s.counts[pair{c.topologyKey, node.Labels[c.topologyKey]}] += countMatching(ni.Pods, c.selector, pod.Namespace)
+			for i := range cs {
+				c := &cs[i]
+				if !c.matchesNode(pod, node, s.required) {
+					continue
+				}
+				s.counts[pair{c.topologyKey, node.Labels[c.topologyKey]}] += countMatching(ni.Pods, c.selector, pod.Namespace)
+			}
 		}
 	}
 	s.recompute()
 	state.Write(preFilterKey, s)
 	return nil, nil
+}
+
+// countFromIndex fills s.counts from the index when every constraint's
+// eligible nodes are just those with all the topology keys; it reports
+// false when the counts must be taken node by node.
+func (pl *PodTopologySpread) countFromIndex(s *preFilterState, pod *v1.Pod, nodes []*framework.NodeInfo) bool {
+	keys := make([]string, len(s.constraints))
+	for i := range s.constraints {
+		c := &s.constraints[i]
+		if c.honorTaints || (c.honorAffinity && !s.required.Empty()) {
+			return false
+		}
+		keys[i] = c.topologyKey
+	}
+	for i := range s.constraints {
+		c := &s.constraints[i]
+		totals, ok := pl.index.domainCounts(nodes, c, keys, pod.Namespace)
+		if !ok {
+			return false
+		}
+		for v, n := range totals {
+			s.counts[pair{c.topologyKey, v}] += n
+		}
+	}
+	return true
 }
 
 // PreFilterExtensions implements framework.PreFilterPlugin.
