@@ -3,7 +3,9 @@ package controllers_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +26,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/internal/controller/manager"
+	"github.com/skiff-sh/skiff/internal/scheduler/app"
+	"github.com/skiff-sh/skiff/internal/scheduler/config"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/simulate"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
 )
@@ -33,22 +40,43 @@ import (
 // nodes is the size of the simulated cluster of every benchmark.
 const nodes = 100
 
+// TestMain silences klog: the API server, the simulator and client-go log
+// to stderr, which go test interleaves with the benchmark lines.
+func TestMain(m *testing.M) {
+	fs := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	_ = fs.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
+
+// qpsSettings are the controller manager's --kube-api-qps values each
+// benchmark runs with (burst twice as much): its default, which paces pod
+// creation, and one high enough that it does not.
+var qpsSettings = []int{manager.DefaultQPS, 1000}
+
 // BenchmarkDeployment1000 measures the time from the create of one
 // Deployment of 1,000 replicas until its status reports 1,000 available
 // replicas (seen through a watch).
 func BenchmarkDeployment1000(b *testing.B) {
-	benchmarkDeployments(b, 1, 1000)
+	for _, qps := range qpsSettings {
+		b.Run(fmt.Sprintf("qps=%d", qps), func(b *testing.B) { benchmarkDeployments(b, qps, 1, 1000) })
+	}
 }
 
 // BenchmarkDeployments100x30 measures the time from the first create of
 // 100 Deployments of 30 replicas (made by 4 concurrent clients) until every
 // one reports 30 available replicas.
 func BenchmarkDeployments100x30(b *testing.B) {
-	benchmarkDeployments(b, 100, 30)
+	for _, qps := range qpsSettings {
+		b.Run(fmt.Sprintf("qps=%d", qps), func(b *testing.B) { benchmarkDeployments(b, qps, 100, 30) })
+	}
 }
 
-func benchmarkDeployments(b *testing.B, deployments int, replicas int32) {
-	env := startEnv(b)
+func benchmarkDeployments(b *testing.B, qps, deployments int, replicas int32) {
+	env := startEnv(b, qps)
 	var total, cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -82,7 +110,7 @@ type env struct {
 	cm     *process
 }
 
-func startEnv(b *testing.B) *env {
+func startEnv(b *testing.B, qps int) *env {
 	b.Helper()
 	c := testapiserver.Start(b)
 	cfg := rest.CopyConfig(c.Config)
@@ -106,9 +134,13 @@ func startEnv(b *testing.B) *env {
 	case <-time.After(2 * time.Minute):
 		b.Fatal("simulated nodes not Ready after 2m")
 	}
-	wg.Go(func() { runBinder(ctx, client, sim.NodeNames()) })
+	if *binder {
+		wg.Go(func() { runBinder(ctx, client, sim.NodeNames()) })
+	} else {
+		startScheduler(b, ctx, &wg, c.Config)
+	}
 
-	cm := startControllerManager(b, c.Kubeconfig())
+	cm := startControllerManager(b, c.Kubeconfig(), qps)
 	return &env{client: client, sim: sim, cm: cm}
 }
 
@@ -236,7 +268,31 @@ func deployment(name string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-// runBinder stands in for the scheduler until Skiff has its loop: it
+// binder replaces the scheduler by runBinder, to see what scheduling
+// costs (and as the benchmarks ran before Skiff had a scheduler loop).
+var binder = flag.Bool("binder", false, "bind pods round-robin instead of running Skiff's scheduler")
+
+// startScheduler runs Skiff's scheduler in process (internal/scheduler/app
+// with the default profile and its default client rates, without leader
+// election) until ctx is done.
+func startScheduler(b *testing.B, ctx context.Context, wg *sync.WaitGroup, restConfig *rest.Config) {
+	b.Helper()
+	cfg := config.Default(plugins.DefaultProfile())
+	cfg.LeaderElection.LeaderElect = false
+	a, err := app.New(restConfig, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry()})
+	if err != nil {
+		b.Fatalf("scheduler: %v", err)
+	}
+	done := make(chan error, 1)
+	wg.Go(func() { done <- a.Start(ctx) })
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		b.Fatalf("scheduler stopped: %v", err)
+	}
+}
+
+// runBinder stands in for the scheduler (with -binder): it
 // binds every unscheduled pod round-robin over the given nodes (all Ready
 // and untainted in these benchmarks), with 8 workers fed by an informer of
 // pods whose spec.nodeName is empty.
@@ -342,14 +398,15 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 
 // startControllerManager runs every controller, without leader election
 // and without a metrics port, against the harness's API server.
-func startControllerManager(b *testing.B, kubeconfig string) *process {
+func startControllerManager(b *testing.B, kubeconfig string, qps int) *process {
 	b.Helper()
 	bin, err := buildOnce()
 	if err != nil {
 		b.Fatalf("skiff binary: %v", err)
 	}
 	p := &process{out: &lockedBuffer{}}
-	p.cmd = exec.Command(bin, "controller-manager", "--kubeconfig", kubeconfig, "--leader-elect=false", "--address=")
+	p.cmd = exec.Command(bin, "controller-manager", "--kubeconfig", kubeconfig, "--leader-elect=false", "--address=",
+		fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", 2*qps))
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		b.Fatalf("start controller manager: %v", err)

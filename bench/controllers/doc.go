@@ -10,8 +10,8 @@
 //
 // The API server and etcd run in the benchmark process through the shared
 // harness (internal/testing/apiserver), with the simulated nodes
-// (internal/simulate) and a round-robin binder standing in for the
-// scheduler. The controller manager is the real binary, `skiff
+// (internal/simulate) and Skiff's scheduler (internal/scheduler/app; with
+// -binder, a round-robin binder instead). The controller manager is the real binary, `skiff
 // controller-manager` with every controller, in its own process (built by
 // the benchmark, or $SKIFF_BIN), so that its peak RSS (VmHWM) and CPU time
 // are its own. bench/README.md records the figures.
