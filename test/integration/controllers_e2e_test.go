@@ -17,7 +17,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -25,13 +24,16 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
+	"github.com/skiff-sh/skiff/internal/scheduler/app"
+	"github.com/skiff-sh/skiff/internal/scheduler/config"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/simulate"
 )
 
 // The end-to-end controller tests run the whole controller manager
 // (internal/controller/manager, every registered controller) against the
-// in-process API server, with simulated kubelets (internal/simulate) and,
-// until Skiff's scheduler loop exists, the round-robin binder below.
+// in-process API server, with simulated kubelets (internal/simulate) and
+// Skiff's scheduler (internal/scheduler/app), all in this process.
 
 // e2eControllerOptions are upstream's controller options with the node
 // lifecycle durations shortened so that a dead node is noticed in seconds.
@@ -105,76 +107,30 @@ func runNodes(t *testing.T, c *cluster, n int) *simulate.Simulator {
 	return sim
 }
 
-// runBinder binds every unscheduled pod, round-robin over the nodes that
-// are Ready and carry no NoSchedule or NoExecute taint, by POSTing
-// pods/binding: the scheduler's job, until Skiff has a scheduler loop.
-func runBinder(t *testing.T, c *cluster) {
+// runScheduler runs Skiff's scheduler (internal/scheduler/app with the
+// default profile, without leader election) until the test ends.
+func runScheduler(t *testing.T, c *cluster) {
 	t.Helper()
-	cs := c.Clientset()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		next := 0
-		for ctx.Err() == nil {
-			bindPending(ctx, cs, &next)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-}
-
-func bindPending(ctx context.Context, cs kubernetes.Interface, next *int) {
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", "").String()})
-	if err != nil || len(pods.Items) == 0 {
-		return
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	cfg := config.Default(plugins.DefaultProfile())
+	cfg.LeaderElection.LeaderElect = false
+	a, err := app.New(c.Config, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry(), Metrics: prometheus.NewRegistry()})
 	if err != nil {
-		return
+		t.Fatalf("scheduler: %v", err)
 	}
-	var fit []string
-	for _, n := range nodes.Items {
-		if schedulable(&n) {
-			fit = append(fit, n.Name)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("scheduler: %v", err)
 		}
+	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("scheduler stopped: %v", err)
 	}
-	if len(fit) == 0 {
-		return
-	}
-	sort.Strings(fit)
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		node := fit[*next%len(fit)]
-		*next++
-		_ = cs.CoreV1().Pods(p.Namespace).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}, metav1.CreateOptions{})
-	}
-}
-
-// schedulable: Ready, not cordoned, no NoSchedule or NoExecute taint.
-func schedulable(n *corev1.Node) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return false
-		}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // e2eDeployment is a Deployment of replicas pods labelled app=name with a
@@ -262,7 +218,7 @@ func TestControllersE2EDeadNode(t *testing.T) {
 	cs := c.Clientset()
 	sim := runNodes(t, c, 3)
 	runManager(t, c)
-	runBinder(t, c)
+	runScheduler(t, c)
 	ctx := testCtx(t, 3*time.Minute)
 
 	// The node lifecycle controller removes admission's not-ready taint.
@@ -377,7 +333,7 @@ func TestControllersE2EEndpointSlice(t *testing.T) {
 	cs := c.Clientset()
 	runNodes(t, c, 2)
 	runManager(t, c)
-	runBinder(t, c)
+	runScheduler(t, c)
 	ctx := testCtx(t, 3*time.Minute)
 	ns := newNamespace(t, cs)
 
@@ -498,7 +454,7 @@ func TestControllersE2ENamespaceDeletion(t *testing.T) {
 	cs := c.Clientset()
 	runNodes(t, c, 2)
 	runManager(t, c)
-	runBinder(t, c)
+	runScheduler(t, c)
 	ctx := testCtx(t, 3*time.Minute)
 
 	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}, metav1.CreateOptions{})
@@ -574,7 +530,7 @@ func TestControllersE2ERestart(t *testing.T) {
 	c := startCluster(t)
 	cs := c.Clientset()
 	runNodes(t, c, 3)
-	runBinder(t, c)
+	runScheduler(t, c)
 	ctx := testCtx(t, 3*time.Minute)
 	ns := newNamespace(t, cs)
 
