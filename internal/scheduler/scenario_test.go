@@ -42,6 +42,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +193,7 @@ func runScenarioFile(t *testing.T, file string) {
 // scenario is the cluster of one script.
 type scenario struct {
 	t          *testing.T
+	events     eventLog
 	profile    fwruntime.Profile
 	nodes      []*v1.Node
 	bound      []*v1.Pod
@@ -318,12 +320,21 @@ func (sc *scenario) framework(ctx context.Context, cs *fake.Clientset) *fwruntim
 	registry[defaultpreemption.Name] = func(ctx context.Context, args any, h framework.Handle) (framework.Plugin, error) {
 		return defaultpreemption.NewWithOptions(ctx, args, h, defaultpreemption.Options{Rand: rand.New(rand.NewPCG(7, 7))})
 	}
+	// The pending pods' nominations, as the queue's nominator holds them.
+	noms := nominations{}
+	for _, p := range sc.pending {
+		if n := p.Status.NominatedNodeName; n != "" {
+			noms[n] = append(noms[n], framework.MustPodInfo(p))
+		}
+	}
 	f, err := fwruntime.New(ctx, registry, sc.profile, fwruntime.Options{
 		ClientSet:            cs,
 		InformerFactory:      factory,
 		SnapshotSharedLister: framework.NewSnapshot(sc.bound, sc.nodes),
 		Parallelism:          1,
 		Rand:                 rand.New(rand.NewPCG(1, 2)),
+		PodNominator:         noms,
+		EventRecorder:        &sc.events,
 	})
 	if err != nil {
 		sc.t.Fatalf("build framework: %v", err)
@@ -351,6 +362,37 @@ func (sc *scenario) clientset() *fake.Clientset {
 }
 
 func key(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// nominations are the pods nominated to each node.
+type nominations map[string][]*framework.PodInfo
+
+func (n nominations) NominatedPodsForNode(node string) []*framework.PodInfo { return n[node] }
+
+// eventLog records the events plugins report, as lines.
+type eventLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *eventLog) Eventf(regarding, _ k8sruntime.Object, eventtype, reason, _, note string, args ...any) {
+	name := "?"
+	if p, ok := regarding.(*v1.Pod); ok {
+		name = key(p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("event %s: %s %s %s", name, eventtype, reason, fmt.Sprintf(note, args...)))
+}
+
+// take returns the lines recorded since the last call.
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lines
+	l.lines = nil
+	sort.Strings(out) // victims are evicted in parallel
+	return out
+}
 
 // attempt runs one scheduling attempt of pod and reports what a user
 // would see: the events, and the preemption's writes.
@@ -391,6 +433,7 @@ func (sc *scenario) attempt(pod *v1.Pod) []string {
 		}
 		out = append(out, fmt.Sprintf("FailedScheduling %s: %v", key(pod), fe))
 		out = append(out, sc.applyWrites(cs.Actions()[before:], pod)...)
+		out = append(out, sc.events.take()...)
 		if pr != nil && pr.NominatedNodeName != "" {
 			out = append(out, fmt.Sprintf("nominated %s to %s", key(pod), pr.NominatedNodeName))
 		}
@@ -418,11 +461,10 @@ func (sc *scenario) applyWrites(actions []k8stesting.Action, preemptor *v1.Pod) 
 			sc.bound = slices.DeleteFunc(sc.bound, func(p *v1.Pod) bool { return key(p) == name })
 		}
 	}
-	// The preemptor's nomination as the API now holds it.
+	// The nominations (the preemptor's, and those preemption cleared) as
+	// the API now holds them.
 	for _, p := range sc.pending {
-		if key(p) == key(preemptor) {
-			p.Status.NominatedNodeName = nominatedIn(actions, preemptor)
-		}
+		p.Status.NominatedNodeName = nominatedIn(actions, p)
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -139,18 +141,25 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 		recorders: map[string]record.EventRecorder{},
 	}
 	s.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	// The queue's nominator, shared with the frameworks so that Filter
+	// sees the pods nominated to each node.
+	nominator := queue.NewNominator()
 	var queueSort string
 	var less framework.LessFunc
 	for _, p := range opts.Profiles {
 		if _, dup := s.profiles[p.SchedulerName]; dup {
 			return nil, fmt.Errorf("scheduler: duplicate profile %q", p.SchedulerName)
 		}
+		recorder := s.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: p.SchedulerName, Host: opts.Identity})
 		fwk, err := runtime.New(ctx, opts.Registry, p, runtime.Options{
 			ClientSet:            client,
 			InformerFactory:      factory,
 			SnapshotSharedLister: s.snapshot,
 			Parallelism:          opts.Parallelism,
 			Clock:                opts.Clock,
+			PodNominator:         nominator,
+			EventRecorder:        coreEventRecorder{recorder},
+			Metrics:              opts.Metrics,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
@@ -162,12 +171,13 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 			return nil, fmt.Errorf("scheduler: profile %q uses queue sort plugin %q, but other profiles use %q; all profiles must use the same queue sort plugin", p.SchedulerName, qs, queueSort)
 		}
 		s.profiles[p.SchedulerName] = fwk
-		s.recorders[p.SchedulerName] = s.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: p.SchedulerName, Host: opts.Identity})
+		s.recorders[p.SchedulerName] = recorder
 	}
 	s.queue = queue.New(less, queue.Options{
 		Clock:             opts.Clock,
 		PodInitialBackoff: opts.PodInitialBackoff,
 		PodMaxBackoff:     opts.PodMaxBackoff,
+		Nominator:         nominator,
 		PreEnqueue: func(ctx context.Context, pod *v1.Pod) *framework.Status {
 			if fwk, ok := s.profiles[pod.Spec.SchedulerName]; ok {
 				return fwk.RunPreEnqueuePlugins(ctx, pod)
@@ -254,6 +264,8 @@ func (s *Scheduler) ScheduleOne(ctx context.Context) {
 	start := s.clock.Now()
 	s.cache.UpdateSnapshot(s.snapshot)
 	state := framework.NewCycleState()
+	// As upstream, a sample of the cycles times each plugin.
+	state.SetRecordPluginMetrics(rand.IntN(100) < metrics.PluginMetricsSamplePercent)
 
 	result, err := fwk.SchedulePod(ctx, state, pod)
 	if err != nil {
@@ -477,6 +489,16 @@ func (s *Scheduler) patchStatus(ctx context.Context, pod *v1.Pod, cond v1.PodCon
 	}
 	_, err = s.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// coreEventRecorder records the events plugins report through the
+// events.k8s.io-shaped framework.Handle API as core/v1 events, with the
+// scheduler's other events (upstream's legacy adapter does the same): the
+// related object and the action have no place there and are dropped.
+type coreEventRecorder struct{ r record.EventRecorder }
+
+func (c coreEventRecorder) Eventf(regarding, _ k8sruntime.Object, eventtype, reason, _, note string, args ...any) {
+	c.r.Eventf(regarding, eventtype, reason, note, args...)
 }
 
 // Informer event handlers.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 )
 
 // Score bounds: every Score plugin's normalized score is in [MinNodeScore,
@@ -174,8 +175,19 @@ type WaitingPod interface {
 	Reject(pluginName, msg string)
 }
 
+// PodNominator knows the pods nominated to nodes by preemption (pods
+// waiting for the room their victims leave), which the filters treat as
+// already there when they are at least as important as the pod being
+// scheduled.
+type PodNominator interface {
+	// NominatedPodsForNode returns the pods nominated to node; the caller
+	// must not change the list.
+	NominatedPodsForNode(nodeName string) []*PodInfo
+}
+
 // Handle is what plugins get from the framework.
 type Handle interface {
+	PodNominator
 	// SnapshotSharedLister is the snapshot of the current cycle.
 	SnapshotSharedLister() SharedLister
 	// ClientSet is for Bind plugins only; nil in pure tests.
@@ -191,4 +203,7 @@ type Handle interface {
 	IterateOverWaitingPods(fn func(WaitingPod))
 	// RejectWaitingPod rejects a held pod; false if none was held.
 	RejectWaitingPod(uid types.UID) bool
+	// EventRecorder records events about pods (e.g. Preempted on a
+	// victim); it is never nil.
+	EventRecorder() events.EventRecorder
 }

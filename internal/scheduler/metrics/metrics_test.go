@@ -20,6 +20,7 @@ func TestNames(t *testing.T) {
 	m.ObserveAttempt(Scheduled, "default-scheduler", 5*time.Millisecond)
 	m.ObservePodScheduled(1, 20*time.Millisecond)
 	m.ObserveExtensionPoint(Filter, "Success", "default-scheduler", time.Millisecond)
+	m.ObservePlugin(Filter, "NodeResourcesFit", "Success", time.Microsecond)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestNames(t *testing.T) {
 		"scheduler_pod_scheduling_sli_duration_seconds":        {"attempts"},
 		"scheduler_pod_scheduling_attempts":                    nil,
 		"scheduler_framework_extension_point_duration_seconds": {"extension_point", "profile", "status"},
+		"scheduler_plugin_execution_duration_seconds":          {"extension_point", "plugin", "status"},
 	}
 	if diff := cmp.Diff(want, labels); diff != "" {
 		t.Errorf("metric names and labels (-want +got):\n%s", diff)

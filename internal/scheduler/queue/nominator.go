@@ -2,6 +2,7 @@ package queue
 
 import (
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,7 +19,12 @@ type Nominator struct {
 	mu     sync.RWMutex
 	byNode map[string][]*framework.PodInfo
 	nodeOf map[string]string
+	// count is len(nodeOf), read without the lock: Filter asks about every
+	// node, and usually no pod is nominated.
+	count atomic.Int64
 }
+
+var _ framework.PodNominator = (*Nominator)(nil)
 
 // NewNominator returns an empty tracker.
 func NewNominator() *Nominator {
@@ -42,6 +48,7 @@ func (n *Nominator) Add(pod *v1.Pod, node string) {
 	}
 	n.nodeOf[Key(pod)] = node
 	n.byNode[node] = append(n.byNode[node], framework.MustPodInfo(pod))
+	n.count.Add(1)
 }
 
 // Delete forgets pod's nomination.
@@ -57,6 +64,7 @@ func (n *Nominator) deleteLocked(key string) {
 		return
 	}
 	delete(n.nodeOf, key)
+	n.count.Add(-1)
 	list := n.byNode[node]
 	for i, pi := range list {
 		if Key(pi.Pod) == key {
@@ -80,6 +88,9 @@ func (n *Nominator) NominatedNode(pod *v1.Pod) string {
 
 // NominatedPodsForNode returns a copy of the list of pods nominated to node.
 func (n *Nominator) NominatedPodsForNode(node string) []*framework.PodInfo {
+	if n.count.Load() == 0 {
+		return nil
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return append([]*framework.PodInfo(nil), n.byNode[node]...)

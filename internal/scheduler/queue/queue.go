@@ -69,6 +69,9 @@ type Options struct {
 	PodMaxInUnschedulablePodsDuration time.Duration
 	// PreEnqueue, if set, decides whether a pod may enter activeQ.
 	PreEnqueue PreEnqueueFunc
+	// Nominator tracks the nominated pods (default: a new one). The
+	// scheduler shares it with its frameworks, which filter with it.
+	Nominator *Nominator
 }
 
 // Event names a cluster change that may make unschedulable pods fit; it is
@@ -127,7 +130,10 @@ func New(less framework.LessFunc, opts Options) *PriorityQueue {
 		gated:            map[string]*framework.QueuedPodInfo{},
 		inFlight:         map[string]*inFlight{},
 		moveRequestCycle: -1,
-		nominator:        NewNominator(),
+		nominator:        opts.Nominator,
+	}
+	if q.nominator == nil {
+		q.nominator = NewNominator()
 	}
 	if q.clock == nil {
 		q.clock = clock.RealClock{}

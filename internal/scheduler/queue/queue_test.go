@@ -273,4 +273,20 @@ func TestNominator(t *testing.T) {
 	if got := names("n1"); len(got) != 0 {
 		t.Errorf("a bound pod stays nominated: %v", got)
 	}
+	// Nothing is nominated now; a new nomination is seen again.
+	n.Add(p1, "n4")
+	if diff := cmp.Diff([]string{"p1"}, names("n4")); diff != "" {
+		t.Errorf("n4 after all were cleared (-want +got):\n%s", diff)
+	}
+}
+
+func TestSharedNominator(t *testing.T) {
+	shared := NewNominator()
+	q := New(func(a, b *framework.QueuedPodInfo) bool { return false }, Options{Nominator: shared})
+	p := st.MakePod().Name("p").Obj()
+	p.Status.NominatedNodeName = "n1"
+	q.Add(context.Background(), p)
+	if got := len(shared.NominatedPodsForNode("n1")); got != 1 {
+		t.Errorf("the shared nominator holds %d pods for n1, want the queued pod", got)
+	}
 }

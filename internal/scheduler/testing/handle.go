@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 )
@@ -17,6 +18,10 @@ type Handle struct {
 	Snapshot  *framework.Snapshot
 	Client    kubernetes.Interface
 	Informers informers.SharedInformerFactory
+	// Recorder receives events (default: a recorder that drops them).
+	Recorder events.EventRecorder
+	// Nominated are the pods nominated to each node.
+	Nominated map[string][]*framework.PodInfo
 }
 
 var _ framework.Handle = (*Handle)(nil)
@@ -35,6 +40,17 @@ func (h *Handle) Parallelizer() framework.Parallelizer              { return fra
 func (h *Handle) GetWaitingPod(types.UID) framework.WaitingPod      { return nil }
 func (h *Handle) IterateOverWaitingPods(func(framework.WaitingPod)) {}
 func (h *Handle) RejectWaitingPod(types.UID) bool                   { return false }
+
+// EventRecorder implements framework.Handle.
+func (h *Handle) EventRecorder() events.EventRecorder {
+	if h.Recorder == nil {
+		return &events.FakeRecorder{}
+	}
+	return h.Recorder
+}
+
+// NominatedPodsForNode implements framework.Handle.
+func (h *Handle) NominatedPodsForNode(node string) []*framework.PodInfo { return h.Nominated[node] }
 
 // RunFilter runs the plugin's PreFilter (if any) and then Filter on every
 // node of the snapshot, returning the non-success statuses by node name

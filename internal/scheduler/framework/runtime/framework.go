@@ -15,9 +15,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
@@ -43,7 +45,40 @@ type Options struct {
 	// Rand breaks ties between best-scoring nodes (default: seeded
 	// randomly). It is used only from SchedulePod.
 	Rand *rand.Rand
+	// PodNominator knows the pods nominated to nodes (the scheduling
+	// queue's); Filter then counts those of equal or higher priority as
+	// already placed. Default: none.
+	PodNominator framework.PodNominator
+	// EventRecorder is handed to plugins (default: drops the events).
+	EventRecorder events.EventRecorder
+	// Metrics receives the timings of the extension points and, in the
+	// cycles whose state asks for it, of each plugin (default: none).
+	Metrics MetricsRecorder
 }
+
+// MetricsRecorder receives the framework's timings: the hook behind
+// scheduler_framework_extension_point_duration_seconds and
+// scheduler_plugin_execution_duration_seconds.
+type MetricsRecorder interface {
+	// ObserveExtensionPoint records one run of all the plugins of an
+	// extension point (Filter: over all the nodes of a cycle).
+	ObserveExtensionPoint(point, status, profile string, d time.Duration)
+	// ObservePlugin records one call of one plugin.
+	ObservePlugin(point, plugin, status string, d time.Duration)
+}
+
+// Extension points as the metrics label them.
+const (
+	PreFilter = "PreFilter"
+	Filter    = "Filter"
+	PreScore  = "PreScore"
+	Score     = "Score"
+)
+
+// nopRecorder drops events.
+type nopRecorder struct{}
+
+func (nopRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
 
 type scorePlugin struct {
 	framework.ScorePlugin
@@ -73,6 +108,9 @@ type Framework struct {
 	parallelizer framework.Parallelizer
 	clock        clock.WithDelayedExecution
 	waiting      *waitingPods
+	nominator    framework.PodNominator
+	recorder     events.EventRecorder
+	metrics      MetricsRecorder
 
 	mu       sync.RWMutex
 	snapshot framework.SharedLister
@@ -101,6 +139,12 @@ func New(ctx context.Context, registry framework.Registry, profile Profile, opts
 		waiting:      &waitingPods{pods: map[types.UID]*waitingPod{}},
 		snapshot:     opts.SnapshotSharedLister,
 		rand:         opts.Rand,
+		nominator:    opts.PodNominator,
+		recorder:     opts.EventRecorder,
+		metrics:      opts.Metrics,
+	}
+	if f.recorder == nil {
+		f.recorder = nopRecorder{}
 	}
 	if f.clock == nil {
 		f.clock = clock.RealClock{}
@@ -278,6 +322,17 @@ func (f *Framework) RejectWaitingPod(uid types.UID) bool {
 	return false
 }
 
+// EventRecorder implements framework.Handle.
+func (f *Framework) EventRecorder() events.EventRecorder { return f.recorder }
+
+// NominatedPodsForNode implements framework.Handle.
+func (f *Framework) NominatedPodsForNode(nodeName string) []*framework.PodInfo {
+	if f.nominator == nil {
+		return nil
+	}
+	return f.nominator.NominatedPodsForNode(nodeName)
+}
+
 // QueueSortFunc returns the Less of the queue sort plugin.
 func (f *Framework) QueueSortFunc() framework.LessFunc { return f.queueSort.Less }
 
@@ -354,12 +409,17 @@ func (f *Framework) RunPreEnqueuePlugins(ctx context.Context, pod *v1.Pod) *fram
 // RunPreFilterPlugins runs PreFilter. It returns the merged node
 // restriction, and a rejection (with the plugin set) or an Error. Plugins
 // returning Skip are recorded in state so that their Filter is skipped.
-func (f *Framework) RunPreFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod) (*framework.PreFilterResult, *framework.Status) {
+func (f *Framework) RunPreFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod) (_ *framework.PreFilterResult, status *framework.Status) {
+	if f.metrics != nil {
+		defer f.observePoint(PreFilter, f.clock.Now(), &status)
+	}
 	nodes := f.nodeList()
 	var result *framework.PreFilterResult
 	skip := map[string]bool{}
 	for _, p := range f.preFilter {
-		r, s := p.PreFilter(ctx, state, pod, nodes)
+		var r *framework.PreFilterResult
+		var s *framework.Status
+		f.timed(state, PreFilter, p, func() *framework.Status { r, s = p.PreFilter(ctx, state, pod, nodes); return s })
 		if s.IsSkip() {
 			skip[p.Name()] = true
 			continue
@@ -416,7 +476,12 @@ func (f *Framework) RunFilterPlugins(ctx context.Context, state *framework.Cycle
 		if state.SkipFilter(p.Name()) {
 			continue
 		}
-		s := p.Filter(ctx, state, pod, ni)
+		var s *framework.Status
+		if f.metrics != nil && state.ShouldRecordPluginMetrics() {
+			f.timed(state, Filter, p, func() *framework.Status { s = p.Filter(ctx, state, pod, ni); return s })
+		} else {
+			s = p.Filter(ctx, state, pod, ni)
+		}
 		if s.IsSuccess() {
 			continue
 		}
@@ -426,6 +491,61 @@ func (f *Framework) RunFilterPlugins(ctx context.Context, state *framework.Cycle
 		return s.WithPlugin(p.Name())
 	}
 	return nil
+}
+
+// RunFilterPluginsWithNominatedPods runs Filter on one node the way
+// upstream does when pods are nominated to it: if some nominated pods
+// (other than pod) have a priority equal to or higher than pod's, the
+// filters run first with them added to a copy of the node and of the
+// cycle state (through the PreFilter extensions' AddPod), so that pod
+// cannot take the room a preemptor freed for them; if that passes, they
+// run again without them, because filters such as inter-pod affinity may
+// only pass while the nominated pods are absent. Pods of lower priority
+// are ignored: pod may take room freed for them. Preemption calls it too,
+// on a node from which it removed the victims.
+func (f *Framework) RunFilterPluginsWithNominatedPods(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) *framework.Status {
+	added, addedState, addedInfo, err := f.addNominatedPods(ctx, state, pod, ni)
+	if err != nil {
+		return framework.AsStatus(err)
+	}
+	if added {
+		if s := f.RunFilterPlugins(ctx, addedState, pod, addedInfo); !s.IsSuccess() {
+			return s
+		}
+	}
+	return f.RunFilterPlugins(ctx, state, pod, ni)
+}
+
+// addNominatedPods returns copies of state and ni with the pods nominated
+// to ni's node whose priority is at least pod's, and whether there were
+// any (if not, state and ni are returned as they are).
+func (f *Framework) addNominatedPods(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) (bool, *framework.CycleState, *framework.NodeInfo, error) {
+	if f.nominator == nil || ni.Node() == nil {
+		return false, state, ni, nil
+	}
+	nominated := f.nominator.NominatedPodsForNode(ni.Node().Name)
+	if len(nominated) == 0 {
+		return false, state, ni, nil
+	}
+	priority := framework.PodPriority(pod)
+	var stateOut *framework.CycleState
+	var niOut *framework.NodeInfo
+	for _, pi := range nominated {
+		if pi.Pod.UID == pod.UID || framework.PodPriority(pi.Pod) < priority {
+			continue
+		}
+		if niOut == nil {
+			stateOut, niOut = state.Clone(), ni.Clone()
+		}
+		niOut.AddPodInfo(pi)
+		if s := f.RunPreFilterExtensionAddPod(ctx, stateOut, pod, pi, niOut); !s.IsSuccess() {
+			return false, state, ni, s.AsError()
+		}
+	}
+	if niOut == nil {
+		return false, state, ni, nil
+	}
+	return true, stateOut, niOut, nil
 }
 
 // RunPostFilterPlugins runs PostFilter until one succeeds or errors.
@@ -453,10 +573,14 @@ func (f *Framework) RunPostFilterPlugins(ctx context.Context, state *framework.C
 
 // RunPreScorePlugins runs PreScore; plugins returning Skip are recorded in
 // state so that their Score is skipped.
-func (f *Framework) RunPreScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
+func (f *Framework) RunPreScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) (status *framework.Status) {
+	if f.metrics != nil {
+		defer f.observePoint(PreScore, f.clock.Now(), &status)
+	}
 	skip := map[string]bool{}
 	for _, p := range f.preScore {
-		s := p.PreScore(ctx, state, pod, nodes)
+		var s *framework.Status
+		f.timed(state, PreScore, p, func() *framework.Status { s = p.PreScore(ctx, state, pod, nodes); return s })
 		if s.IsSkip() {
 			skip[p.Name()] = true
 			continue
@@ -485,7 +609,11 @@ type NodePluginScores struct {
 // RunScorePlugins scores nodes with every non-skipped Score plugin, in
 // parallel over nodes, then normalizes each plugin's scores and applies the
 // weights.
-func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]NodePluginScores, *framework.Status) {
+func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) (_ []NodePluginScores, status *framework.Status) {
+	if f.metrics != nil {
+		defer f.observePoint(Score, f.clock.Now(), &status)
+	}
+	sampled := f.metrics != nil && state.ShouldRecordPluginMetrics()
 	plugins := make([]scorePlugin, 0, len(f.score))
 	for _, p := range f.score {
 		if !state.SkipScore(p.Name()) {
@@ -509,7 +637,13 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleS
 	if len(plugins) > 0 {
 		f.parallelizer.Until(ctx, len(nodes), func(n int) {
 			for i, p := range plugins {
-				v, s := p.Score(ctx, state, pod, nodes[n])
+				var v int64
+				var s *framework.Status
+				if sampled {
+					f.timed(state, Score, p, func() *framework.Status { v, s = p.Score(ctx, state, pod, nodes[n]); return s })
+				} else {
+					v, s = p.Score(ctx, state, pod, nodes[n])
+				}
 				if !s.IsSuccess() {
 					fail(framework.AsStatus(fmt.Errorf("plugin %q failed with: %w", p.Name(), s.AsError())).WithPlugin(p.Name()))
 					return
@@ -650,6 +784,24 @@ func (f *Framework) RunPostBindPlugins(ctx context.Context, state *framework.Cyc
 	for _, p := range f.postBind {
 		p.PostBind(ctx, state, pod, nodeName)
 	}
+}
+
+// observePoint records an extension point's duration since start with the
+// code of *status (read when the deferred call runs).
+func (f *Framework) observePoint(point string, start time.Time, status **framework.Status) {
+	f.metrics.ObserveExtensionPoint(point, (*status).Code().String(), f.profileName, f.clock.Since(start))
+}
+
+// timed runs call, timing it as plugin p at point when the cycle's state
+// samples plugin metrics.
+func (f *Framework) timed(state *framework.CycleState, point string, p framework.Plugin, call func() *framework.Status) {
+	if f.metrics == nil || !state.ShouldRecordPluginMetrics() {
+		call()
+		return
+	}
+	start := f.clock.Now()
+	s := call()
+	f.metrics.ObservePlugin(point, p.Name(), s.Code().String(), f.clock.Since(start))
 }
 
 func (f *Framework) nodeList() []*framework.NodeInfo {

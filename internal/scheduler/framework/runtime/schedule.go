@@ -167,7 +167,15 @@ func (f *Framework) findNodesThatFit(ctx context.Context, state *framework.Cycle
 	return feasible, diag, err
 }
 
-func (f *Framework) findFeasible(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, diag Diagnosis) ([]*framework.NodeInfo, error) {
+func (f *Framework) findFeasible(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, diag Diagnosis) (_ []*framework.NodeInfo, err error) {
+	if f.metrics != nil {
+		// One observation for the whole Filter phase of the cycle (with
+		// the nominated pods' AddPod), as upstream records it.
+		start := f.clock.Now()
+		defer func() {
+			f.metrics.ObserveExtensionPoint(Filter, framework.AsStatus(err).Code().String(), f.profileName, f.clock.Since(start))
+		}()
+	}
 	numAll := len(nodes)
 	want := NumFeasibleNodesToFind(f.percentage, numAll)
 	start := 0
@@ -195,7 +203,7 @@ func (f *Framework) findFeasible(ctx context.Context, state *framework.CycleStat
 	var firstErr error
 	f.parallelizer.Until(ctx, numAll, func(i int) {
 		ni := nodes[(start+i)%numAll]
-		s := f.RunFilterPlugins(ctx, state, pod, ni)
+		s := f.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni)
 		if s.Code() == framework.Error {
 			errOnce.Do(func() { firstErr = s.AsError(); cancel() })
 			return

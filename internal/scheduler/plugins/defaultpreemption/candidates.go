@@ -27,10 +27,11 @@ const (
 )
 
 // Runner is the part of the framework that preemption drives: it re-runs
-// the Filter plugins on a node from which pods were removed, after telling
-// the PreFilter extensions. runtime.Framework implements it.
+// the Filter plugins (with the pods nominated to the node, as the
+// scheduling cycle does) on a node from which pods were removed, after
+// telling the PreFilter extensions. runtime.Framework implements it.
 type Runner interface {
-	RunFilterPlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) *framework.Status
+	RunFilterPluginsWithNominatedPods(ctx context.Context, state *framework.CycleState, pod *v1.Pod, ni *framework.NodeInfo) *framework.Status
 	RunPreFilterExtensionAddPod(ctx context.Context, state *framework.CycleState, pod *v1.Pod, add *framework.PodInfo, ni *framework.NodeInfo) *framework.Status
 	RunPreFilterExtensionRemovePod(ctx context.Context, state *framework.CycleState, pod *v1.Pod, remove *framework.PodInfo, ni *framework.NodeInfo) *framework.Status
 }
@@ -178,7 +179,7 @@ func (e *Evaluator) SelectVictimsOnNode(ctx context.Context, state *framework.Cy
 	}
 	// Affinity of the preemptor to the very pods it would evict is not
 	// considered, as upstream does not either.
-	if s := e.Runner.RunFilterPlugins(ctx, state, pod, ni); !s.IsSuccess() {
+	if s := e.Runner.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni); !s.IsSuccess() {
 		return nil, 0, s
 	}
 
@@ -189,7 +190,7 @@ func (e *Evaluator) SelectVictimsOnNode(ctx context.Context, state *framework.Cy
 		if err := add(pi); err != nil {
 			return false, err
 		}
-		if e.Runner.RunFilterPlugins(ctx, state, pod, ni).IsSuccess() {
+		if e.Runner.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess() {
 			return true, nil
 		}
 		if err := remove(pi); err != nil {

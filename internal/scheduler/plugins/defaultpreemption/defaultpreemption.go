@@ -28,7 +28,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	policylisters "k8s.io/client-go/listers/policy/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
@@ -53,12 +52,6 @@ const (
 	DefaultMinCandidateNodesPercentage int32 = 10
 	DefaultMinCandidateNodesAbsolute   int32 = 100
 )
-
-// EventRecorderProvider is implemented by a framework.Handle that can
-// record events; the plugin then records "Preempted" on each victim.
-type EventRecorderProvider interface {
-	EventRecorder() events.EventRecorder
-}
 
 // Options are the plugin's optional dependencies (see NewWithOptions).
 type Options struct {
@@ -203,6 +196,9 @@ func (pl *DefaultPreemption) preempt(ctx context.Context, state *framework.Cycle
 	if err := pl.evict(ctx, best, pod); err != nil {
 		return nil, framework.AsStatus(err)
 	}
+	// Lower-priority pods nominated to the node may no longer fit there:
+	// clearing their nomination sends them back to find another node.
+	pl.clearNominations(ctx, LowerPriorityNominatedPods(pl.h, pod, best.Node))
 	if err := pl.nominate(ctx, pod, best.Node); err != nil {
 		return nil, framework.AsStatus(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 )
 
 // evict marks each victim with the DisruptionTarget condition, deletes it
@@ -26,21 +28,16 @@ func (pl *DefaultPreemption) evict(ctx context.Context, c *Candidate, preemptor 
 		victim := c.Victims[i]
 		if wp := pl.h.GetWaitingPod(victim.UID); wp != nil {
 			wp.Reject(Name, "preempted")
-			return
+		} else if cs != nil {
+			if err := evictOne(ctx, cs, victim, preemptor); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
 		}
-		if cs == nil {
-			return
-		}
-		if err := evictOne(ctx, cs, victim, preemptor); err != nil {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-			return
-		}
-		if rp, ok := pl.h.(EventRecorderProvider); ok && rp.EventRecorder() != nil {
-			rp.EventRecorder().Eventf(victim, preemptor, v1.EventTypeNormal, "Preempted", "Preempting",
-				"Preempted by pod %v on node %v", preemptor.UID, c.Node)
-		}
+		pl.h.EventRecorder().Eventf(victim, preemptor, v1.EventTypeNormal, "Preempted", "Preempting",
+			"Preempted by pod %v on node %v", preemptor.UID, c.Node)
 		klog.FromContext(ctx).V(2).Info("Preempted pod", "victim", klog.KObj(victim), "preemptor", klog.KObj(preemptor), "node", c.Node)
 	})
 	return errors.Join(errs...)
@@ -89,6 +86,30 @@ func evictOne(ctx context.Context, cs kubernetes.Interface, victim, preemptor *v
 		return fmt.Errorf("delete victim %s/%s: %w", victim.Namespace, victim.Name, err)
 	}
 	return nil
+}
+
+// LowerPriorityNominatedPods returns the pods nominated to node whose
+// priority is lower than pod's.
+func LowerPriorityNominatedPods(h framework.PodNominator, pod *v1.Pod, node string) []*v1.Pod {
+	priority := framework.PodPriority(pod)
+	var out []*v1.Pod
+	for _, pi := range h.NominatedPodsForNode(node) {
+		if pi.Pod.UID != pod.UID && framework.PodPriority(pi.Pod) < priority {
+			out = append(out, pi.Pod)
+		}
+	}
+	return out
+}
+
+// clearNominations clears the status.nominatedNodeName of pods; a failure
+// is logged, not returned, as upstream does: the preemption itself
+// succeeded.
+func (pl *DefaultPreemption) clearNominations(ctx context.Context, pods []*v1.Pod) {
+	for _, p := range pods {
+		if err := pl.nominate(ctx, p, ""); err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot clear the nominated node of a lower-priority pod", "pod", klog.KObj(p))
+		}
+	}
 }
 
 // nominate sets (or, with node "", clears) the preemptor's
