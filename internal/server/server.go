@@ -68,6 +68,11 @@ type Config struct {
 	// CommandName is how the user invoked skiff (e.g. bin/skiff), for the
 	// command the summary suggests (default "skiff").
 	CommandName string
+	// SchedulerConfig configures the in-process scheduler (profiles,
+	// plugins, their args, leader election), as decoded from a
+	// KubeSchedulerConfiguration file; nil means the default profile. Its
+	// clientConnection is not used: the scheduler talks to this server.
+	SchedulerConfig *schedconfig.Config
 }
 
 // Paths inside the data directory.
@@ -257,8 +262,8 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 	return lifecycle.Launch(ctx, "controller-manager", cm, cfg.ReadyTimeout)
 }
 
-// launchScheduler starts the scheduler in process with the default
-// profile, the way the controller manager is started: its metrics go to
+// launchScheduler starts the scheduler in process with cfg.SchedulerConfig
+// (default: the default profile), the way the controller manager is started: its metrics go to
 // the API server's registry (served on the API server's /metrics), it
 // opens no port (a separate `skiff scheduler` can take 10259), and it
 // elects a leader on the Lease kube-system/kube-scheduler with an identity
@@ -266,8 +271,12 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry) (*lifecycle.Handle, error) {
 	host, _ := os.Hostname()
 	sum := sha256.Sum256([]byte(cfg.DataDir))
+	schedCfg := schedconfig.Default(schedplugins.DefaultProfile())
+	if cfg.SchedulerConfig != nil {
+		schedCfg = *cfg.SchedulerConfig
+	}
 	sched, err := schedapp.New(restConfig, schedapp.Options{
-		Config:   schedconfig.Default(schedplugins.DefaultProfile()),
+		Config:   schedCfg,
 		Registry: schedplugins.NewInTreeRegistry(),
 		Identity: fmt.Sprintf("%s_skiff-server-%x", host, sum[:4]),
 		Metrics:  registry,

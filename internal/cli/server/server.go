@@ -21,6 +21,8 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
+	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
+	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/server"
 )
 
@@ -40,6 +42,10 @@ type Flags struct {
 	NodeMonitorPeriod time.Duration
 	NodeStartupGrace  time.Duration
 	NodeEvictionRate  float64
+
+	// SchedulerConfig is a KubeSchedulerConfiguration file for the
+	// in-process scheduler (empty: the default profile).
+	SchedulerConfig string
 }
 
 // DefaultFlags are the flags' defaults: a fresh machine needs none.
@@ -70,7 +76,9 @@ func NewCommand() *cobra.Command {
 On first start it creates the data directory, a CA and every certificate, and
 writes an admin kubeconfig to <data-dir>/admin.kubeconfig. Later starts reuse
 them. The controllers (--controllers) run in the same process, with leader
-election on the Lease kube-system/kube-controller-manager. SIGINT or SIGTERM
+election on the Lease kube-system/kube-controller-manager, and so does the
+scheduler, on the Lease kube-system/kube-scheduler, with the default profile
+or the KubeSchedulerConfiguration given by --scheduler-config. SIGINT or SIGTERM
 stops the controllers, the API server, then etcd, and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +110,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
 	fs.DurationVar(&f.NodeStartupGrace, "node-startup-grace-period", f.NodeStartupGrace, "how long a new node may take to report before it is marked unhealthy")
 	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
+	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -166,6 +175,14 @@ func (f Flags) Config() (server.Config, error) {
 	if f.NodeEvictionRate < 0 {
 		errs = append(errs, errors.New("--node-eviction-rate must not be negative"))
 	}
+	var schedCfg *schedconfig.Config
+	if strings.TrimSpace(f.SchedulerConfig) != "" {
+		c, err := schedconfig.Load(f.SchedulerConfig, schedplugins.NewInTreeRegistry(), schedplugins.DefaultProfile())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--scheduler-config: %w", err))
+		}
+		schedCfg = &c
+	}
 	if err := errors.Join(errs...); err != nil {
 		return server.Config{}, err
 	}
@@ -187,6 +204,7 @@ func (f Flags) Config() (server.Config, error) {
 			Controllers: selection,
 			Controller:  controllers,
 		},
+		SchedulerConfig: schedCfg,
 	}, nil
 }
 

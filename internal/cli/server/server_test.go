@@ -1,6 +1,8 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +38,7 @@ func TestFlagParsing(t *testing.T) {
 		"--data-dir=/tmp/x", "--bind-address=0.0.0.0", "--https-listen-port=7443",
 		"--etcd-servers=http://a:2379,https://b:2379", "--etcd-client-port=0", "--disable-agent",
 		"--controllers=*,-nodelifecycle", "--node-monitor-grace-period=5s", "--node-monitor-period=500ms",
-		"--node-startup-grace-period=10s", "--node-eviction-rate=2",
+		"--node-startup-grace-period=10s", "--node-eviction-rate=2", "--scheduler-config=/etc/skiff/scheduler.yaml",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func TestFlagParsing(t *testing.T) {
 		"data-dir": "/tmp/x", "bind-address": "0.0.0.0", "https-listen-port": "7443",
 		"etcd-servers": "[http://a:2379,https://b:2379]", "etcd-client-port": "0", "disable-agent": "true",
 		"controllers": "[*,-nodelifecycle]", "node-monitor-grace-period": "5s", "node-monitor-period": "500ms",
-		"node-startup-grace-period": "10s", "node-eviction-rate": "2",
+		"node-startup-grace-period": "10s", "node-eviction-rate": "2", "scheduler-config": "/etc/skiff/scheduler.yaml",
 	} {
 		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q", name, got, want)
@@ -124,6 +126,84 @@ func TestConfigValidation(t *testing.T) {
 			}
 			if tc.check != nil {
 				tc.check(t, cfg)
+			}
+		})
+	}
+}
+
+func TestSchedulerConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const header = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+	twoProfiles := write("two.yaml", header+`leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: bin-packing
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+`)
+	unknownPlugin := write("bad.yaml", header+`profiles:
+- schedulerName: default-scheduler
+  plugins:
+    filter:
+      enabled:
+      - name: Nope
+`)
+	tests := []struct {
+		name         string
+		file         string
+		wantErr      string
+		wantProfiles []string // nil: no SchedulerConfig (the default profile)
+		wantElect    bool
+	}{
+		{name: "no file: the default profile", file: ""},
+		{name: "blank path: the default profile", file: " "},
+		{name: "profiles and leader election from the file", file: twoProfiles, wantProfiles: []string{"default-scheduler", "bin-packing"}, wantElect: false},
+		{name: "unknown plugin", file: unknownPlugin, wantErr: `--scheduler-config: scheduler config ` + unknownPlugin},
+		{name: "missing file", file: filepath.Join(dir, "none.yaml"), wantErr: "--scheduler-config: read scheduler config"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := DefaultFlags()
+			f.SchedulerConfig = tc.file
+			cfg, err := f.Config()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Config() error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Config() = %v", err)
+			}
+			if tc.wantProfiles == nil {
+				if cfg.SchedulerConfig != nil {
+					t.Errorf("SchedulerConfig = %+v, want nil", cfg.SchedulerConfig)
+				}
+				return
+			}
+			if cfg.SchedulerConfig == nil {
+				t.Fatal("SchedulerConfig is nil")
+			}
+			var names []string
+			for _, p := range cfg.SchedulerConfig.Profiles {
+				names = append(names, p.SchedulerName)
+			}
+			if diff := cmp.Diff(tc.wantProfiles, names); diff != "" {
+				t.Errorf("profiles (-want +got):\n%s", diff)
+			}
+			if got := cfg.SchedulerConfig.LeaderElection.LeaderElect; got != tc.wantElect {
+				t.Errorf("leaderElect = %v, want %v", got, tc.wantElect)
 			}
 		})
 	}
