@@ -1,6 +1,8 @@
 package garbagecollector
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -153,9 +155,61 @@ func (c *Controller) processDeletingDependents(ctx context.Context, ref objectRe
 		// Each blocking dependent's deletion queues this owner again.
 		return nil
 	}
+	// The informers may not have seen a dependent created a moment before
+	// the owner's deletion: confirm with a live read before letting go.
+	live, err := c.liveDependents(ctx, ref)
+	if err != nil {
+		return err
+	}
+	for _, d := range live {
+		if d.meta.GetDeletionTimestamp() == nil {
+			c.deleteQueue.Add(d.ref)
+		}
+		if r := ownerRefTo(d.meta, ref.UID); r != nil && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			blocking++
+		}
+	}
+	if blocking > 0 {
+		c.deleteQueue.AddAfter(ref, time.Second) // not yet in the informers: look again
+		return nil
+	}
 	return c.updateMeta(ctx, ref, func(m *metav1.PartialObjectMetadata) bool {
 		return removeFinalizer(m, metav1.FinalizerDeleteDependents)
 	})
+}
+
+// liveDependents lists, from the API server rather than the informers, the
+// objects whose ownerReferences name ref: the owner's namespace for a
+// namespaced owner, everywhere for a cluster-scoped one. Lists without a
+// resourceVersion are consistent, so a dependent created before the
+// owner's deletion is seen even if its watch event is still on the way.
+func (c *Controller) liveDependents(ctx context.Context, ref objectRef) ([]dependent, error) {
+	c.mu.RLock()
+	monitors := make([]*monitor, 0, len(c.monitors))
+	for _, m := range c.monitors {
+		monitors = append(monitors, m)
+	}
+	c.mu.RUnlock()
+	var out []dependent
+	for _, mon := range monitors {
+		if ref.Namespace != "" && !mon.namespaced {
+			continue // a namespaced owner has no cluster-scoped dependents
+		}
+		list, err := c.metadata.Resource(mon.gvr).Namespace(ref.Namespace).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s for dependents of %s: %w", mon.gvr, ref, err)
+		}
+		for i := range list.Items {
+			m := &list.Items[i]
+			if ownerRefTo(m, ref.UID) != nil {
+				out = append(out, dependent{ref: refOf(mon.gvr, m), meta: m})
+			}
+		}
+	}
+	return out, nil
 }
 
 // attemptToOrphan removes the references to an owner deleted with the
@@ -172,7 +226,11 @@ func (c *Controller) attemptToOrphan(ctx context.Context, ref objectRef) error {
 		return nil
 	}
 	drop := map[types.UID]bool{ref.UID: true}
-	for _, d := range c.dependents(ref.UID) {
+	deps, err := c.liveDependents(ctx, ref)
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
 		if err := c.updateMeta(ctx, d.ref, func(m *metav1.PartialObjectMetadata) bool { return removeOwners(m, drop) }); err != nil {
 			return fmt.Errorf("orphan %s: %w", d.ref, err)
 		}

@@ -71,9 +71,10 @@ func (r objectRef) String() string {
 
 // monitor is the informer of one resource.
 type monitor struct {
-	gvr      schema.GroupVersionResource
-	informer cache.SharedIndexInformer
-	indexed  bool
+	gvr        schema.GroupVersionResource
+	namespaced bool
+	informer   cache.SharedIndexInformer
+	indexed    bool
 }
 
 // Controller is the garbage collector.
@@ -188,6 +189,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	}
 	mapper := restmapper.NewDiscoveryRESTMapper(groups)
 	var add []schema.GroupVersionResource
+	namespaced := map[schema.GroupVersionResource]bool{}
 	for _, g := range groups {
 		version := g.Group.PreferredVersion.Version
 		for _, r := range g.VersionedResources[version] {
@@ -197,6 +199,7 @@ func (c *Controller) resync(ctx context.Context) error {
 				continue
 			}
 			add = append(add, gvr)
+			namespaced[gvr] = r.Namespaced
 		}
 	}
 	c.mu.Lock()
@@ -210,7 +213,7 @@ func (c *Controller) resync(ctx context.Context) error {
 	c.mu.Unlock()
 	var errs []error
 	for _, gvr := range fresh {
-		if err := c.addMonitor(gvr); err != nil {
+		if err := c.addMonitor(gvr, namespaced[gvr]); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -229,9 +232,9 @@ func containsSlash(s string) bool {
 	return false
 }
 
-func (c *Controller) addMonitor(gvr schema.GroupVersionResource) error {
+func (c *Controller) addMonitor(gvr schema.GroupVersionResource, namespaced bool) error {
 	inf := c.factory.ForResource(gvr).Informer()
-	m := &monitor{gvr: gvr, informer: inf}
+	m := &monitor{gvr: gvr, namespaced: namespaced, informer: inf}
 	// The index is only possible before the informer starts; without it
 	// dependents are found by a scan.
 	if _, ok := inf.GetIndexer().GetIndexers()[ownerIndex]; ok {
