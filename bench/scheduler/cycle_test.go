@@ -15,10 +15,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/skiff-sh/skiff/internal/scheduler/cache"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	fwruntime "github.com/skiff-sh/skiff/internal/scheduler/framework/runtime"
+	"github.com/skiff-sh/skiff/internal/scheduler/metrics"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
+	"github.com/skiff-sh/skiff/internal/scheduler/queue"
 )
 
 // BenchmarkCycle measures the scheduler's own work per pod, without the
@@ -50,8 +54,15 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			snap := cache.NewSnapshot()
 			c.UpdateSnapshot(snap)
+			// As the scheduler runs it: with the queue's nominator and the
+			// metrics (plugins timed in a sample of the cycles).
+			m, err := metrics.New(prometheus.NewRegistry())
+			if err != nil {
+				b.Fatal(err)
+			}
 			fwk, err := fwruntime.New(ctx, plugins.NewInTreeRegistry(), plugins.DefaultProfile(), fwruntime.Options{
 				ClientSet: fake.NewClientset(), SnapshotSharedLister: snap, Parallelism: *flagParallelism, Rand: rand.New(rand.NewPCG(3, 4)),
+				PodNominator: queue.NewNominator(), Metrics: m,
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -63,7 +74,9 @@ func BenchmarkCycle(b *testing.B) {
 				pod := w.measuredPod(i)
 				pod.Namespace, pod.UID = "default", types.UID(pod.Name)
 				c.UpdateSnapshot(snap)
-				res, err := fwk.SchedulePod(ctx, framework.NewCycleState(), pod)
+				state := framework.NewCycleState()
+				state.SetRecordPluginMetrics(rng.IntN(100) < metrics.PluginMetricsSamplePercent)
+				res, err := fwk.SchedulePod(ctx, state, pod)
 				if err != nil {
 					b.Fatalf("pod %d: %v", i, err)
 				}

@@ -75,7 +75,15 @@ type Metrics struct {
 
 	mu      sync.Mutex
 	pending PendingFunc
+
+	// pluginObservers caches PluginExecutionDuration's children by
+	// pluginKey: in a sampled cycle Filter and Score are timed for every
+	// node, and resolving the labels each time would cost more than the
+	// plugins.
+	pluginObservers sync.Map
 }
+
+type pluginKey struct{ point, plugin, status string }
 
 // New creates the metrics and registers them on reg.
 func New(reg prometheus.Registerer) (*Metrics, error) {
@@ -161,7 +169,12 @@ func (m *Metrics) ObserveExtensionPoint(point, status, profile string, d time.Du
 
 // ObservePlugin records one call of one plugin at an extension point.
 func (m *Metrics) ObservePlugin(point, plugin, status string, d time.Duration) {
-	m.PluginExecutionDuration.WithLabelValues(plugin, point, status).Observe(d.Seconds())
+	k := pluginKey{point, plugin, status}
+	o, ok := m.pluginObservers.Load(k)
+	if !ok {
+		o, _ = m.pluginObservers.LoadOrStore(k, m.PluginExecutionDuration.WithLabelValues(plugin, point, status))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 type pendingCollector struct {

@@ -123,6 +123,7 @@ type Framework struct {
 	// cycle to cycle.
 	feasibleBuf []*framework.NodeInfo
 	statusBuf   []*framework.Status
+	scoreBuf    scoreBuffers
 }
 
 var _ framework.Handle = (*Framework)(nil)
@@ -609,7 +610,20 @@ type NodePluginScores struct {
 // RunScorePlugins scores nodes with every non-skipped Score plugin, in
 // parallel over nodes, then normalizes each plugin's scores and applies the
 // weights.
-func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) (_ []NodePluginScores, status *framework.Status) {
+func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) ([]NodePluginScores, *framework.Status) {
+	return f.runScorePlugins(ctx, state, pod, nodes, &scoreBuffers{})
+}
+
+// scoreBuffers hold the score lists of a cycle; SchedulePod keeps one in
+// the framework and reuses it from cycle to cycle (one cycle runs at a
+// time, and the scores are read before the next one).
+type scoreBuffers struct {
+	flat    []framework.NodeScore
+	perNode []PluginScore
+	out     []NodePluginScores
+}
+
+func (f *Framework) runScorePlugins(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo, buf *scoreBuffers) (_ []NodePluginScores, status *framework.Status) {
 	if f.metrics != nil {
 		defer f.observePoint(Score, f.clock.Now(), &status)
 	}
@@ -621,8 +635,8 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleS
 		}
 	}
 	// One backing array for every plugin's list, and one for every
-	// node's plugin scores: two allocations a cycle, not one a node.
-	flat := make(framework.NodeScoreList, len(plugins)*len(nodes))
+	// node's plugin scores: no allocation a node.
+	flat := framework.NodeScoreList(grow(&buf.flat, len(plugins)*len(nodes)))
 	scores := make([]framework.NodeScoreList, len(plugins))
 	for i := range scores {
 		scores[i] = flat[i*len(nodes) : (i+1)*len(nodes) : (i+1)*len(nodes)]
@@ -664,8 +678,8 @@ func (f *Framework) RunScorePlugins(ctx context.Context, state *framework.CycleS
 			return nil, framework.AsStatus(fmt.Errorf("plugin %q failed with: %w", p.Name(), s.AsError())).WithPlugin(p.Name())
 		}
 	}
-	out := make([]NodePluginScores, len(nodes))
-	perNode := make([]PluginScore, len(nodes)*len(plugins))
+	out := grow(&buf.out, len(nodes))
+	perNode := grow(&buf.perNode, len(nodes)*len(plugins))
 	for n, ni := range nodes {
 		out[n] = NodePluginScores{Name: ni.Node().Name, Scores: perNode[n*len(plugins) : (n+1)*len(plugins) : (n+1)*len(plugins)]}
 	}

@@ -258,7 +258,7 @@ func (f *Framework) prioritizeNodes(ctx context.Context, state *framework.CycleS
 	if s := f.RunPreScorePlugins(ctx, state, pod, nodes); !s.IsSuccess() {
 		return nil, s.AsError()
 	}
-	scores, s := f.RunScorePlugins(ctx, state, pod, nodes)
+	scores, s := f.runScorePlugins(ctx, state, pod, nodes, &f.scoreBuf)
 	if !s.IsSuccess() {
 		return nil, s.AsError()
 	}

@@ -231,6 +231,20 @@ type preFilterState struct {
 	minMatch map[string]int
 	domains  map[string]int
 	required nodeaffinity.RequiredAffinity
+	// filter holds, per constraint, what Filter needs for every node,
+	// derived from the above once (recompute) rather than per node.
+	filter []filterBound
+}
+
+// filterBound is one constraint's bound for Filter: a node in domain v
+// fits while counts[v] + self - min <= maxSkew.
+type filterBound struct {
+	// self is 1 when the incoming pod matches the constraint's selector.
+	self int
+	// min is the global minimum (0 below minDomains); valid says there is
+	// an eligible domain at all.
+	min   int
+	valid bool
 }
 
 func (s *preFilterState) Clone() framework.StateData {
@@ -239,6 +253,7 @@ func (s *preFilterState) Clone() framework.StateData {
 	for k, v := range s.counts {
 		out.counts[k] = v
 	}
+	out.filter = append([]filterBound(nil), s.filter...)
 	out.recompute()
 	return &out
 }
@@ -250,6 +265,14 @@ func (s *preFilterState) recompute() {
 		if m, ok := s.minMatch[p.key]; !ok || n < m {
 			s.minMatch[p.key] = n
 		}
+	}
+	for i := range s.filter {
+		c := &s.constraints[i]
+		m, ok := s.minMatch[c.topologyKey]
+		if ok && s.domains[c.topologyKey] < int(c.minDomains) {
+			m = 0
+		}
+		s.filter[i].min, s.filter[i].valid = m, ok
 	}
 }
 
@@ -263,7 +286,13 @@ func (pl *PodTopologySpread) PreFilter(_ context.Context, state *framework.Cycle
 	if len(cs) == 0 {
 		return nil, framework.NewStatus(framework.Skip)
 	}
-	s := &preFilterState{constraints: cs, counts: map[pair]int{}, required: nodeaffinity.GetRequiredAffinity(pod)}
+	s := &preFilterState{constraints: cs, counts: map[pair]int{}, required: nodeaffinity.GetRequiredAffinity(pod), filter: make([]filterBound, len(cs))}
+	podLabels := labels.Set(pod.Labels)
+	for i := range cs {
+		if cs[i].selector.Matches(podLabels) {
+			s.filter[i].self = 1
+		}
+	}
 	nodes := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if !pl.countFromIndex(s, pod, nodes) {
 		s.counts = map[pair]int{}
@@ -350,25 +379,17 @@ func (pl *PodTopologySpread) Filter(_ context.Context, state *framework.CycleSta
 		return framework.AsStatus(err)
 	}
 	node := ni.Node()
-	podLabels := labels.Set(pod.Labels)
 	for i := range s.constraints {
 		c := &s.constraints[i]
 		v, ok := node.Labels[c.topologyKey]
 		if !ok {
 			return framework.NewStatus(framework.UnschedulableAndUnresolvable, ErrReasonNodeLabelNotMatch)
 		}
-		minMatch, ok := s.minMatch[c.topologyKey]
-		if !ok {
+		b := &s.filter[i]
+		if !b.valid {
 			continue // no eligible domain: nothing to skew against
 		}
-		if s.domains[c.topologyKey] < int(c.minDomains) {
-			minMatch = 0
-		}
-		self := 0
-		if c.selector.Matches(podLabels) {
-			self = 1
-		}
-		if skew := s.counts[pair{c.topologyKey, v}] + self - minMatch; skew > int(c.maxSkew) {
+		if skew := s.counts[pair{c.topologyKey, v}] + b.self - b.min; skew > int(c.maxSkew) {
 			return framework.NewStatus(framework.Unschedulable, ErrReasonConstraintsNotMatch)
 		}
 	}
