@@ -667,6 +667,9 @@ func (h *resourceHandler) deleteOne(ctx context.Context, ns, name string, opts *
 			if err != nil {
 				return nil, false, h.apiErr(err, name)
 			}
+			if h.gr == (schema.GroupResource{Resource: "namespaces"}) {
+				h.srv.noteNamespaceDeleting(name)
+			}
 			return out, false, nil
 		}
 		if dry {

@@ -91,6 +91,9 @@ type Server struct {
 	cachers   []*storage.Cacher
 
 	subresources map[string]subresourceFunc
+	// deletingNamespaces: namespace name → when this server marked it for
+	// deletion (see getNamespace).
+	deletingNamespaces sync.Map
 
 	mu         sync.Mutex
 	namespaces *resourceHandler
@@ -365,16 +368,36 @@ func (s *Server) podReaper(ctx context.Context) {
 	}
 }
 
+// liveLookupWindow is how long after a namespace was marked for deletion
+// its lookups skip the cache, which may not show the mark yet.
+const liveLookupWindow = time.Minute
+
+// noteNamespaceDeleting remembers that this server just marked a namespace
+// for deletion.
+func (s *Server) noteNamespaceDeleting(name string) {
+	s.deletingNamespaces.Store(name, time.Now())
+}
+
 // getNamespace reads a namespace from the cache, falling back to etcd
-// when the cache has not seen a namespace created a moment ago.
+// when the cache has not seen a namespace created a moment ago, and
+// reading etcd for one marked for deletion a moment ago (as upstream's
+// NamespaceLifecycle forces live lookups).
 func (s *Server) getNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	if s.namespaces == nil {
 		return &corev1.Namespace{}, nil
 	}
 	ns := &corev1.Namespace{}
 	key := s.namespaces.key("", name)
-	err := s.namespaces.store.GetRV(ctx, key, "0", ns)
-	if storage.IsNotFound(err) {
+	rv := "0"
+	if t, ok := s.deletingNamespaces.Load(name); ok {
+		if time.Since(t.(time.Time)) < liveLookupWindow {
+			rv = ""
+		} else {
+			s.deletingNamespaces.Delete(name)
+		}
+	}
+	err := s.namespaces.store.GetRV(ctx, key, rv, ns)
+	if storage.IsNotFound(err) && rv == "0" {
 		err = s.namespaces.store.Get(ctx, key, ns)
 	}
 	if storage.IsNotFound(err) {
