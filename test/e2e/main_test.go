@@ -109,8 +109,22 @@ func newPorts(t *testing.T) serverPorts {
 }
 
 // startServer starts `skiff server` and waits until it says it is ready and
-// /readyz answers 200.
+// /readyz answers 200. The ports were free a moment ago; if another process
+// (tests run in parallel) took one since, the server exits with "address
+// already in use", and it is started again on new ports.
 func startServer(t *testing.T, dataDir string, ports serverPorts) *serverProc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p, inUse := tryStartServer(t, dataDir, ports, attempt < 3)
+		if !inUse {
+			return p
+		}
+		t.Logf("a port was taken before skiff server bound it; retrying on new ports")
+		ports = newPorts(t)
+	}
+}
+
+func tryStartServer(t *testing.T, dataDir string, ports serverPorts, mayRetry bool) (*serverProc, bool) {
 	t.Helper()
 	cmd := exec.Command(binary(), "server",
 		"--data-dir", dataDir,
@@ -144,6 +158,9 @@ func startServer(t *testing.T, dataDir string, ports serverPorts) *serverProc {
 	for {
 		select {
 		case <-p.done:
+			if mayRetry && strings.Contains(p.output.String(), "address already in use") {
+				return nil, true
+			}
 			t.Fatalf("skiff server exited before it was ready: %v\n%s", p.err, p.output.String())
 		default:
 		}
@@ -151,7 +168,7 @@ func startServer(t *testing.T, dataDir string, ports serverPorts) *serverProc {
 			t.Fatalf("skiff server not ready after 60s\n%s", p.output.String())
 		}
 		if strings.Contains(p.output.String(), "Skiff is ready") && readyz(kubeconfig) {
-			return p
+			return p, false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
