@@ -210,26 +210,36 @@ func (p *Preconditions) check(key string, obj runtime.Object) error {
 	return nil
 }
 
+// readChecked reads key's current value and object, and checks the
+// preconditions against it.
+func (s *Store) readChecked(ctx context.Context, key string, preconditions *Preconditions) (*mvccpb.KeyValue, runtime.Object, error) {
+	start := time.Now()
+	resp, err := s.client.Get(ctx, key)
+	s.observe("get", start)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, newErr(ErrCodeKeyNotFound, key, "")
+	}
+	kv := resp.Kvs[0]
+	cur := s.newFunc()
+	if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
+		return nil, nil, err
+	}
+	if err := preconditions.check(key, cur); err != nil {
+		return nil, nil, err
+	}
+	return kv, cur, nil
+}
+
 func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions, tryUpdate UpdateFunc) error {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		start := time.Now()
-		resp, err := s.client.Get(ctx, key)
-		s.observe("get", start)
+		kv, cur, err := s.readChecked(ctx, key, preconditions)
 		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) == 0 {
-			return newErr(ErrCodeKeyNotFound, key, "")
-		}
-		kv := resp.Kvs[0]
-		cur := s.newFunc()
-		if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
-			return err
-		}
-		if err := preconditions.check(key, cur); err != nil {
 			return err
 		}
 		updated, err := tryUpdate(cur)
@@ -248,7 +258,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 		if err != nil {
 			return err
 		}
-		start = time.Now()
+		start := time.Now()
 		txn, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(key, string(data), popts...)).
@@ -269,24 +279,11 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 
 func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *Preconditions) error {
 	for {
-		start := time.Now()
-		resp, err := s.client.Get(ctx, key)
-		s.observe("get", start)
+		kv, cur, err := s.readChecked(ctx, key, preconditions)
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) == 0 {
-			return newErr(ErrCodeKeyNotFound, key, "")
-		}
-		kv := resp.Kvs[0]
-		cur := s.newFunc()
-		if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
-			return err
-		}
-		if err := preconditions.check(key, cur); err != nil {
-			return err
-		}
-		start = time.Now()
+		start := time.Now()
 		txn, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).
