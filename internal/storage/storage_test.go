@@ -252,6 +252,10 @@ func TestWatchFromRevisionAndFilters(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		create(t, s, cm(fmt.Sprintf("fill%d", i), nil))
 	}
+	// A consistent list makes the cache catch up with those writes first.
+	if err := s.List(ctx, prefix, storage.ListOptions{}, &corev1.ConfigMapList{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: first.ResourceVersion}); !storage.IsExpired(err) {
 		t.Fatalf("watch from evicted revision: got %v, want expired", err)
 	}
