@@ -25,8 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -34,9 +32,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -46,12 +42,12 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 )
 
@@ -253,103 +249,27 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 func (m *Manager) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	ln, err := net.Listen("tcp", m.opts.Address)
+	addr, stop, err := component.Serve(ctx, "controller manager", m.opts.Address, m.opts.Metrics, watchdog)
 	if err != nil {
-		return nil, fmt.Errorf("controller manager: listen on %s: %w", m.opts.Address, err)
+		return nil, err
 	}
 	m.mu.Lock()
-	m.addr = ln.Addr().String()
+	m.addr = addr
 	m.mu.Unlock()
-	mux := http.NewServeMux()
-	healthz := func(w http.ResponseWriter, r *http.Request) {
-		if watchdog != nil {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, "[-]leaderElection failed: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	}
-	mux.HandleFunc("/healthz", healthz)
-	mux.HandleFunc("/livez", healthz)
-	mux.HandleFunc("/readyz", healthz)
-	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Metrics, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "Health and metrics server stopped")
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	return stop, nil
 }
 
 func (m *Manager) runLeading(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) error {
-	logger := klog.FromContext(ctx)
 	client, err := kubernetes.NewForConfig(m.clientConfig("leader-election"))
 	if err != nil {
 		return fmt.Errorf("controller manager: leader election client: %w", err)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: m.opts.LeaseNamespace, Name: m.opts.LeaseName},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: m.opts.Identity},
-	}
-	leCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		runErr  error
-		started = make(chan struct{})
-		done    = make(chan struct{})
-	)
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   m.opts.LeaseDuration,
-		RenewDeadline:   m.opts.RenewDeadline,
-		RetryPeriod:     m.opts.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            m.opts.LeaseName,
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				close(started)
-				defer close(done)
-				logger.Info("Became leader; starting controllers", "identity", m.opts.Identity)
-				if err := m.run(lctx); err != nil {
-					runErr = err
-					cancel()
-				}
-			},
-			OnStoppedLeading: func() {
-				logger.Info("Stopped leading", "identity", m.opts.Identity)
-			},
-			OnNewLeader: func(identity string) {
-				if identity != m.opts.Identity {
-					logger.Info("New leader elected", "identity", identity)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("controller manager: leader election: %w", err)
-	}
-	le.Run(leCtx)
-	select {
-	case <-started:
-		<-done
-	default:
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return errors.New("controller manager: leader election lost")
+	return component.RunLeading(ctx, component.Election{
+		Name: "controller manager", Work: "controllers", Client: client,
+		Namespace: m.opts.LeaseNamespace, Lease: m.opts.LeaseName, Identity: m.opts.Identity,
+		LeaseDuration: m.opts.LeaseDuration, RenewDeadline: m.opts.RenewDeadline, RetryPeriod: m.opts.RetryPeriod,
+		WatchDog: watchdog,
+	}, m.run)
 }
 
 func (m *Manager) clientConfig(name string) *rest.Config {

@@ -14,24 +14,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/scheduler"
 	"github.com/skiff-sh/skiff/internal/scheduler/config"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
@@ -158,58 +155,12 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: leader election client: %w", err)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: a.opts.Identity},
-	}
-	leCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var runErr error
-	done := make(chan struct{})
-	started := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            le.ResourceName,
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				close(started)
-				defer close(done)
-				logger.Info("Became leader; starting scheduling", "identity", a.opts.Identity)
-				if err := a.run(lctx); err != nil {
-					runErr = err
-					cancel()
-				}
-			},
-			OnStoppedLeading: func() { logger.Info("Stopped leading", "identity", a.opts.Identity) },
-			OnNewLeader: func(id string) {
-				if id != a.opts.Identity {
-					logger.Info("New leader elected", "identity", id)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("scheduler: leader election: %w", err)
-	}
-	elector.Run(leCtx)
-	select {
-	case <-started:
-		<-done
-	default:
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return errors.New("scheduler: leader election lost")
+	return component.RunLeading(ctx, component.Election{
+		Name: "scheduler", Work: "scheduling", Client: client,
+		Namespace: le.ResourceNamespace, Lease: le.ResourceName, Identity: a.opts.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		WatchDog: watchdog,
+	}, a.run)
 }
 
 func (a *App) clientConfig(name string) *rest.Config {
@@ -273,37 +224,12 @@ func StripManagedFields(obj any) (any, error) {
 }
 
 func (a *App) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	ln, err := net.Listen("tcp", a.opts.Address)
+	addr, stop, err := component.Serve(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: listen on %s: %w", a.opts.Address, err)
+		return nil, err
 	}
 	a.mu.Lock()
-	a.addr = ln.Addr().String()
+	a.addr = addr
 	a.mu.Unlock()
-	mux := http.NewServeMux()
-	healthz := func(w http.ResponseWriter, r *http.Request) {
-		if watchdog != nil {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, "[-]leaderElection failed: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	}
-	mux.HandleFunc("/healthz", healthz)
-	mux.HandleFunc("/livez", healthz)
-	mux.HandleFunc("/readyz", healthz)
-	mux.Handle("/metrics", promhttp.HandlerFor(a.opts.Metrics, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "Health and metrics server stopped")
-		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
+	return stop, nil
 }
