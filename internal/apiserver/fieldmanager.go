@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 )
 
@@ -31,8 +30,6 @@ type fieldManagers struct {
 
 // newFieldManagers builds the managers from the OpenAPI type converter.
 func newFieldManagers(tc managedfields.TypeConverter, scheme *runtime.Scheme, gvk schema.GroupVersionKind, hasStatus bool) (*fieldManagers, error) {
-	reset := map[fieldpath.APIVersion]*fieldpath.Set{}
-	_ = reset
 	main, err := managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), "", nil)
 	if err != nil {
 		return nil, err
@@ -146,10 +143,7 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	}
-	mode := modeMain
-	if info.Subresource == "status" {
-		mode = modeStatus
-	}
+	mode := modeFor(info.Subresource)
 	obj, err := h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
 		if err != nil {

@@ -111,10 +111,6 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 	if err != nil {
 		return nil, err
 	}
-	mode := modeMain
-	if info.Subresource == "status" {
-		mode = modeStatus
-	}
 	return h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next, warnings, err := h.patchObject(r, pt, patch, cur, h.res.New, h.gvk)
 		if err != nil {
@@ -124,17 +120,7 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 		if err := h.checkIdentity(next, info); err != nil {
 			return nil, err
 		}
-		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
-			return nil, err
-		}
-		next, err = h.trackUpdate(r, info.Subresource, cur, next)
-		if err != nil {
-			return nil, err
-		}
-		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
-			return nil, err
-		}
-		return next, nil
+		return h.finishUpdate(ctx, r, info.Subresource, next, cur)
 	})
 }
 

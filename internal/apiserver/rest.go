@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -277,6 +276,16 @@ func (h *resourceHandler) create(ctx context.Context, r *http.Request, info Requ
 	if _, err := dryRun(r); err != nil {
 		return nil, err
 	}
+	obj, err := h.readObject(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return h.createObject(ctx, r, info, obj, false)
+}
+
+// readObject decodes the request body as the resource's type; unknown
+// fields become Warning headers unless fieldValidation says otherwise.
+func (h *resourceHandler) readObject(ctx context.Context, r *http.Request) (runtime.Object, error) {
 	body, err := readBody(r)
 	if err != nil {
 		return nil, err
@@ -287,7 +296,7 @@ func (h *resourceHandler) create(ctx context.Context, r *http.Request, info Requ
 		return nil, err
 	}
 	setWarnings(ctx, warnings)
-	return h.createObject(ctx, r, info, obj, false)
+	return obj, nil
 }
 
 // createObject runs the create path for a decoded object. managed says
@@ -495,16 +504,10 @@ func (h *resourceHandler) finishDeletionIfDone(ctx context.Context, obj runtime.
 }
 
 func (h *resourceHandler) decodeUpdateBody(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
-	body, err := readBody(r)
+	obj, err := h.readObject(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	obj := h.res.New()
-	warnings, err := h.codecs.decodeBody(r, body, obj, h.gvk)
-	if err != nil {
-		return nil, err
-	}
-	setWarnings(ctx, warnings)
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -530,27 +533,37 @@ func (h *resourceHandler) update(ctx context.Context, r *http.Request, info Requ
 	if err != nil {
 		return nil, err
 	}
-	mode := modeMain
-	if info.Subresource == "status" {
-		mode = modeStatus
-	}
 	return h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next := obj.DeepCopyObject()
 		if info.Subresource == "finalize" {
 			return h.finalize(ctx, next, cur)
 		}
-		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
-			return nil, err
-		}
-		next, err := h.trackUpdate(r, info.Subresource, cur, next)
-		if err != nil {
-			return nil, err
-		}
-		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
-			return nil, err
-		}
-		return next, nil
+		return h.finishUpdate(ctx, r, info.Subresource, next, cur)
 	})
+}
+
+// modeFor is the update rules a subresource follows.
+func modeFor(subresource string) updateMode {
+	if subresource == "status" {
+		return modeStatus
+	}
+	return modeMain
+}
+
+// finishUpdate runs the last steps every PUT and PATCH shares: the
+// strategy's update rules and validation, managedFields, admission.
+func (h *resourceHandler) finishUpdate(ctx context.Context, r *http.Request, subresource string, next, cur runtime.Object) (runtime.Object, error) {
+	if err := h.prepareUpdate(ctx, next, cur, modeFor(subresource)); err != nil {
+		return nil, err
+	}
+	next, err := h.trackUpdate(r, subresource, cur, next)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 // deleteOptions reads DeleteOptions from the body or the query.
@@ -817,9 +830,6 @@ func removeString(ss []string, s string) []string {
 	}
 	return out
 }
-
-// uidPtr is a helper for preconditions.
-func uidPtr(u types.UID) *types.UID { return &u }
 
 // allows says whether the resource serves verb.
 func (h *resourceHandler) allows(verb string) bool {

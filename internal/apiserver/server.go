@@ -21,7 +21,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -408,8 +407,6 @@ func (s *Server) getNamespace(ctx context.Context, name string) (*corev1.Namespa
 	}
 	return ns, nil
 }
-
-var _ = meta.Accessor
 
 // isVirtual says a resource is computed or create-only, never stored.
 func isVirtual(res registry.Resource) bool {
