@@ -725,9 +725,8 @@ func (h *resourceHandler) markForDeletion(ctx context.Context, cur runtime.Objec
 	// collector).
 	fins := m.GetFinalizers()
 	policy := opts.PropagationPolicy
-	if policy == nil && opts.OrphanDependents == nil && h.gr == (schema.GroupResource{Group: "batch", Resource: "jobs"}) {
-		// batch/v1 Jobs orphan their pods unless told otherwise, as upstream.
-		p := metav1.DeletePropagationOrphan
+	if gc, ok := h.res.Strategy.(registry.GarbageCollectionPolicy); ok && policy == nil && opts.OrphanDependents == nil {
+		p := gc.DefaultPropagation()
 		policy = &p
 	}
 	if opts.OrphanDependents != nil && *opts.OrphanDependents {
@@ -835,10 +834,6 @@ func removeString(ss []string, s string) []string {
 func (h *resourceHandler) allows(verb string) bool {
 	vl, ok := h.res.Strategy.(registry.VerbLister)
 	if !ok {
-		// Upstream serves no deletecollection for these.
-		if verb == "deletecollection" && h.gr.Group == "" && (h.gr.Resource == "services" || h.gr.Resource == "namespaces") {
-			return false
-		}
 		return true
 	}
 	for _, v := range vl.Verbs() {

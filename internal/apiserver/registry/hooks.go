@@ -71,3 +71,9 @@ type VirtualReader interface {
 	GetVirtual(ctx context.Context, name string) (runtime.Object, error)
 	ListVirtual(ctx context.Context) (runtime.Object, error)
 }
+
+// GarbageCollectionPolicy gives a resource's default deletion propagation
+// when a delete names none (batch/v1 Jobs orphan their pods, as upstream).
+type GarbageCollectionPolicy interface {
+	DefaultPropagation() metav1.DeletionPropagation
+}

@@ -159,6 +159,12 @@ func GenerateSelector(j *batchv1.Job) {
 // selector from the UID the handler has set, then applies defaults (so a
 // job without labels takes its template's, generated ones included, as
 // upstream's read-back shows).
+// DefaultPropagation: deleting a batch/v1 Job orphans its pods unless the
+// client asks otherwise, as upstream keeps for compatibility.
+func (JobStrategy) DefaultPropagation() metav1.DeletionPropagation {
+	return metav1.DeletePropagationOrphan
+}
+
 func (JobStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	j := obj.(*batchv1.Job)
 	j.Status = batchv1.JobStatus{}

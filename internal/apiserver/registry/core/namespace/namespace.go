@@ -43,6 +43,11 @@ type Strategy struct {
 	registry.DefaultStrategy
 }
 
+// Verbs: upstream serves no deletecollection for this resource.
+func (Strategy) Verbs() []string {
+	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+}
+
 var _ registry.Strategy = Strategy{}
 
 // ValidateName accepts DNS-1123 labels, as upstream does for namespaces.

@@ -46,6 +46,11 @@ type Strategy struct {
 	alloc *allocator.Services
 }
 
+// Verbs: upstream serves no deletecollection for this resource.
+func (*Strategy) Verbs() []string {
+	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+}
+
 var (
 	_ registry.Strategy      = (*Strategy)(nil)
 	_ registry.BeforeCreater = (*Strategy)(nil)
