@@ -149,14 +149,18 @@ func Generate(in Input) corev1.PodStatus {
 	return s
 }
 
-// AdmissionFailure is the status of a bound pod the node refuses
-// (OutOfcpu, OutOfmemory, ...): phase Failed with the reason.
-func AdmissionFailure(pod *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
-	s := *pod.Status.DeepCopy()
-	s.Phase = corev1.PodFailed
-	s.Reason = reason
-	s.Message = message
-	s.ObservedGeneration = pod.Generation
+// Rejected is the status of a bound pod the node refuses (OutOfcpu,
+// OutOfmemory, ...), as upstream's rejectPod writes it: phase Failed with
+// the reason and "Pod was rejected: <message>".
+func Rejected(pod *corev1.Pod, reason, message string, now time.Time) corev1.PodStatus {
+	s := corev1.PodStatus{
+		Phase:              corev1.PodFailed,
+		Reason:             reason,
+		Message:            "Pod was rejected: " + message,
+		QOSClass:           pod.Status.QOSClass,
+		ObservedGeneration: pod.Generation,
+		StartTime:          pod.Status.StartTime,
+	}
 	if s.QOSClass == "" {
 		s.QOSClass = QOSClass(pod)
 	}

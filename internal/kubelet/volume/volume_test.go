@@ -1,0 +1,132 @@
+package volume
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+type fakeGetter struct {
+	cms     map[string]*corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+}
+
+func (f *fakeGetter) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := f.cms[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (f *fakeGetter) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	if s, ok := f.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+// read returns what a container would see in dir: each visible name's
+// content, following the symlinks.
+func read(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name()[0] == '.' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+func TestConfigMapVolumeFollowsUpdates(t *testing.T) {
+	g := &fakeGetter{cms: map[string]*corev1.ConfigMap{"cfg": {Data: map[string]string{"a": "1", "b": "2"}}}}
+	m := NewManager(t.TempDir(), g)
+	mode := int32(0o600)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Namespace: "ns"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "all", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+		{Name: "one", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"},
+			Items: []corev1.KeyToPath{{Key: "b", Path: "renamed", Mode: &mode}}}}},
+	}}}
+	paths, err := m.Setup(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "1", "b": "2"}, read(t, paths["all"])); diff != "" {
+		t.Errorf("all keys (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"renamed": "2"}, read(t, paths["one"])); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	if fi, _ := os.Stat(filepath.Join(paths["one"], "renamed")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("item mode %v, want 0600", fi.Mode().Perm())
+	}
+	if target, _ := os.Readlink(filepath.Join(paths["all"], "a")); target != "..data/a" {
+		t.Errorf("a -> %q, want ..data/a", target)
+	}
+
+	g.cms["cfg"] = &corev1.ConfigMap{Data: map[string]string{"a": "10", "b": "2", "c": "3"}}
+	if _, err := m.Setup(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "10", "b": "2", "c": "3"}, read(t, paths["all"])); diff != "" {
+		t.Errorf("after the update (-want +got):\n%s", diff)
+	}
+	stamps := 0
+	entries, _ := os.ReadDir(paths["all"])
+	for _, e := range entries {
+		if e.IsDir() && e.Name()[:2] == ".." {
+			stamps++
+		}
+	}
+	if stamps != 1 {
+		t.Errorf("%d timestamped directories after the update, want 1", stamps)
+	}
+}
+
+func TestMissingSources(t *testing.T) {
+	m := NewManager(t.TempDir(), &fakeGetter{})
+	yes := true
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u2"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "opt", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Optional: &yes}}},
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "missing"}}}},
+	}}}
+	_, err := m.Setup(context.Background(), pod)
+	want := `MountVolume.SetUp failed for volume "cfg" : configmap "missing" not found`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
+
+func TestDownwardAPI(t *testing.T) {
+	m := NewManager(t.TempDir(), &fakeGetter{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u3", Name: "p", Labels: map[string]string{"b": "2", "a": "x\"y"}},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{
+				{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+				{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+			}}}}}}}
+	paths, err := m.Setup(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"name": "p", "labels": "a=\"x\\\"y\"\nb=\"2\""}
+	if diff := cmp.Diff(want, read(t, paths["d"])); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
