@@ -163,10 +163,15 @@ func Compute(in Input) *Ruleset {
 	r.add(servicesChain, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @%s", serviceNodePortsMap)
 	r.add(serviceEndpointsCheck, "ip daddr . meta l4proto . th dport vmap @%s", noEndpointServicesMap)
 	r.add(nodePortEndpointsCheck, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @%s", noEndpointNodePortsMap)
-	r.add(clusterIPsCheck, "ip daddr @%s reject", clusterIPsSet)
+	r.add(clusterIPsCheck, "ip daddr @%s goto %s", clusterIPsSet, rejectChain)
 	if in.ServiceCIDR.IsValid() {
 		r.add(clusterIPsCheck, "ip daddr %s drop", in.ServiceCIDR)
 	}
+	// TCP gets a reset rather than upstream's ICMP port-unreachable: the
+	// kernel rate-limits ICMP errors per destination (a client that just
+	// got a redirect or another error would wait for its connect timeout),
+	// and never rate-limits resets.
+	r.add(rejectChain, "meta l4proto tcp reject with tcp reset")
 	r.add(rejectChain, "reject")
 
 	ports := append([]ServicePort(nil), in.Ports...)

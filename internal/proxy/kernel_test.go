@@ -1,0 +1,213 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/proxy/netnstest"
+)
+
+// dial connects from namespace ns to addr and returns what the server
+// said (its pod name).
+func dial(ns, addr string) (string, error) {
+	var got string
+	err := netnstest.Run(ns, func() error {
+		c, err := net.DialTimeout("tcp4", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		b, err := io.ReadAll(c)
+		got = string(b)
+		return err
+	})
+	return got, err
+}
+
+func spread(t *testing.T, ns, addr string, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for i := 0; i < n; i++ {
+		got, err := dial(ns, addr)
+		if err != nil {
+			t.Fatalf("dial %s from %s: %v", addr, ns, err)
+		}
+		seen[got]++
+	}
+	return seen
+}
+
+// TestKernel programs real nftables in a network namespace the test
+// creates, with three "pods" listening behind routed veths, and checks
+// what a user would: a ClusterIP reaches every endpoint, a pod reaches
+// itself through its Service, a NodePort works, a Service without
+// endpoints refuses at once, ClientIP affinity sticks, an unready
+// endpoint drops out, rules survive the proxy's exit, and cleanup removes
+// them.
+func TestKernel(t *testing.T) {
+	if err := netnstest.Available(); err != nil {
+		t.Skipf("kernel test needs root, ip and nft: %v", err)
+	}
+	topo, err := netnstest.New(fmt.Sprintf("skp%d", os.Getpid()), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(topo.Close)
+	for i, pod := range topo.Pods {
+		ln, err := netnstest.Serve(pod, fmt.Sprintf("%s:8080", netnstest.PodIP(i+1)), fmt.Sprintf("pod%d", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+	}
+	runner := NFT{Prefix: []string{"ip", "netns", "exec", topo.Node}}
+
+	eps := []ep{{ip: netnstest.PodIP(1), node: "n1"}, {ip: netnstest.PodIP(2), node: "n1"}, {ip: netnstest.PodIP(3), node: "n1"}}
+	web := svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}, nodePort(30080))
+	sticky := svc("default", "sticky", "10.43.0.40", []v1.ServicePort{tcp("http", 80)}, func(s *v1.Service) {
+		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}}
+	})
+	empty := svc("default", "empty", "10.43.0.30", []v1.ServicePort{tcp("http", 80)})
+	webSlice := slice("default", "web", "http", v1.ProtocolTCP, 8080, eps...)
+	client := fake.NewClientset(web, sticky, empty, webSlice,
+		slice("default", "sticky", "http", v1.ProtocolTCP, 8080, eps...),
+		slice("default", "empty", "http", v1.ProtocolTCP, 8080))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p := New(client, Options{NodeName: "n1", Runner: runner, MinSyncPeriod: 50 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- p.Start(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		t.Fatalf("proxier stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("proxier not ready in 20 s")
+	}
+
+	t.Run("clusterip spreads over every endpoint from the node", func(t *testing.T) {
+		seen := spread(t, topo.Node, "10.43.0.20:80", 60)
+		if len(seen) != 3 {
+			t.Errorf("60 connections reached %v, want all of pod1, pod2, pod3", seen)
+		}
+	})
+	t.Run("a pod reaches every endpoint including itself (hairpin)", func(t *testing.T) {
+		seen := spread(t, topo.Pods[0], "10.43.0.20:80", 60)
+		if len(seen) != 3 || seen["pod1"] == 0 {
+			t.Errorf("60 connections from pod1 reached %v, want all three", seen)
+		}
+	})
+	t.Run("nodeport from a pod to the node address", func(t *testing.T) {
+		seen := spread(t, topo.Pods[1], netnstest.NodeIP(2)+":30080", 30)
+		if len(seen) == 0 {
+			t.Errorf("no answer on the NodePort")
+		}
+	})
+	t.Run("no endpoints is refused at once", func(t *testing.T) {
+		for _, ns := range []string{topo.Node, topo.Pods[0]} {
+			start := time.Now()
+			_, err := dial(ns, "10.43.0.30:80")
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("from %s: err = %v, want connection refused", ns, err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("from %s: refused after %v, want at once", ns, d)
+			}
+		}
+	})
+	t.Run("unknown port of a clusterip is refused", func(t *testing.T) {
+		if _, err := dial(topo.Node, "10.43.0.20:81"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("err = %v, want connection refused", err)
+		}
+	})
+	t.Run("client ip affinity sticks", func(t *testing.T) {
+		for _, ns := range []string{topo.Node, topo.Pods[2]} {
+			seen := spread(t, ns, "10.43.0.40:80", 20)
+			if len(seen) != 1 {
+				t.Errorf("from %s: 20 connections reached %v, want one endpoint", ns, seen)
+			}
+		}
+	})
+	t.Run("an unready endpoint drops out", func(t *testing.T) {
+		s := slice("default", "web", "http", v1.ProtocolTCP, 8080, eps[0], eps[1], ep{ip: netnstest.PodIP(3), node: "n1", notReady: true})
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRules(t, runner, func(listing string) bool {
+			return strings.Contains(listing, "numgen random mod 2 map { 0 : 10.42.1.2 . 8080, 1 : 10.42.2.2 . 8080 }")
+		})
+		seen := spread(t, topo.Node, "10.43.0.20:80", 40)
+		if seen["pod3"] != 0 || len(seen) != 2 {
+			t.Errorf("after pod3 became unready: %v, want pod1 and pod2 only", seen)
+		}
+	})
+	t.Run("rules stay when the proxy exits", func(t *testing.T) {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Start returned %v", err)
+		}
+		if _, err := dial(topo.Node, "10.43.0.20:80"); err != nil {
+			t.Errorf("after the proxy exited: %v", err)
+		}
+		// A new proxier takes over the table it finds.
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		defer cancel2()
+		p2 := New(client, Options{NodeName: "n1", Runner: runner})
+		go func() { _ = p2.Start(ctx2) }()
+		select {
+		case <-p2.Ready():
+		case <-time.After(20 * time.Second):
+			t.Fatal("second proxier not ready")
+		}
+		if _, err := dial(topo.Node, "10.43.0.20:80"); err != nil {
+			t.Errorf("after restart: %v", err)
+		}
+		cancel2()
+	})
+	t.Run("cleanup removes the table", func(t *testing.T) {
+		if err := Cleanup(context.Background(), runner); err != nil {
+			t.Fatal(err)
+		}
+		ex, err := runner.List(context.Background(), Family, Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ex.Chains) != 0 {
+			t.Errorf("chains left after cleanup: %v", ex.Chains)
+		}
+	})
+}
+
+func waitRules(t *testing.T, r NFT, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd := r.cmd(context.Background(), "list", "table", Family, Table)
+		out, _ := cmd.Output()
+		if ok(string(out)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rules did not change in 10 s:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var _ = discoveryv1.AddressTypeIPv4

@@ -1,0 +1,298 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Defaults, as upstream kube-proxy's.
+const (
+	DefaultSyncPeriod    = 30 * time.Second
+	DefaultMinSyncPeriod = 1 * time.Second
+)
+
+// Options configure a Proxier; the zero value of each field is its default.
+type Options struct {
+	// NodeName says which endpoints are local (Local traffic policies) and
+	// names the Node that sync-failure events are about.
+	NodeName string
+	// ClusterCIDR (default 10.42.0.0/16) and ServiceCIDR (10.43.0.0/16).
+	ClusterCIDR, ServiceCIDR netip.Prefix
+	// SyncPeriod bounds how stale the kernel may get without a change
+	// (default 30 s); MinSyncPeriod is the least time between two syncs
+	// (default 1 s), so a burst of changes costs one sync.
+	SyncPeriod, MinSyncPeriod time.Duration
+	// Runner applies the rules (default NFT{}).
+	Runner Runner
+	// Metrics receives the kubeproxy_* metrics (default: none exported).
+	Metrics prometheus.Registerer
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// ResyncPeriod of the informers (default 0: none).
+	ResyncPeriod time.Duration
+}
+
+// Proxier keeps the nftables table in line with Services and
+// EndpointSlices.
+type Proxier struct {
+	client kubernetes.Interface
+	opts   Options
+	m      *metrics
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	trigger   chan struct{}
+
+	mu sync.Mutex
+	// pending are the times of changes not yet programmed, for
+	// kubeproxy_network_programming_duration_seconds.
+	pending []time.Time
+
+	// prev is the last ruleset applied; nil when unknown (start, after a
+	// failed sync), which makes the next sync list the table and rewrite it.
+	prev       *Ruleset
+	lastSynced time.Time
+}
+
+// New builds a Proxier; it starts nothing.
+func New(client kubernetes.Interface, opts Options) *Proxier {
+	if !opts.ClusterCIDR.IsValid() {
+		opts.ClusterCIDR = netip.MustParsePrefix("10.42.0.0/16")
+	}
+	if !opts.ServiceCIDR.IsValid() {
+		opts.ServiceCIDR = netip.MustParsePrefix("10.43.0.0/16")
+	}
+	if opts.SyncPeriod <= 0 {
+		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	if opts.MinSyncPeriod <= 0 {
+		opts.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if opts.Runner == nil {
+		opts.Runner = NFT{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Proxier{
+		client:  client,
+		opts:    opts,
+		m:       newMetrics(opts.Metrics),
+		ready:   make(chan struct{}),
+		trigger: make(chan struct{}, 1),
+	}
+}
+
+// Ready is closed after the first successful sync.
+func (p *Proxier) Ready() <-chan struct{} { return p.ready }
+
+func (p *Proxier) changed(at time.Time) {
+	p.mu.Lock()
+	p.pending = append(p.pending, at)
+	p.mu.Unlock()
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start watches Services and EndpointSlices and syncs until ctx ends. It
+// leaves the rules in place when it returns, so traffic keeps flowing
+// while the proxy restarts.
+func (p *Proxier) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("proxy")
+	factory := informers.NewSharedInformerFactory(p.client, p.opts.ResyncPeriod)
+	defer factory.Shutdown()
+	svcInformer := factory.Core().V1().Services()
+	sliceInformer := factory.Discovery().V1().EndpointSlices()
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.changed(changeTime(obj, p.opts.Clock)) },
+		UpdateFunc: func(_, obj any) { p.changed(changeTime(obj, p.opts.Clock)) },
+		DeleteFunc: func(obj any) { p.changed(p.opts.Clock.Now()) },
+	}
+	if _, err := svcInformer.Informer().AddEventHandler(handler); err != nil {
+		return err
+	}
+	if _, err := sliceInformer.Informer().AddEventHandler(handler); err != nil {
+		return err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kube-proxy", Host: p.opts.NodeName})
+
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("proxy: cache of %v did not sync", typ)
+		}
+	}
+	list := func() ([]*v1.Service, []*discoveryv1.EndpointSlice, error) {
+		svcs, err := svcInformer.Lister().List(labels.Everything())
+		if err != nil {
+			return nil, nil, err
+		}
+		slices, err := sliceInformer.Lister().List(labels.Everything())
+		return svcs, slices, err
+	}
+
+	periodic := p.opts.Clock.NewTicker(p.opts.SyncPeriod)
+	defer periodic.Stop()
+	retry := false
+	for {
+		if err := p.syncOnce(ctx, list); err != nil {
+			logger.Error(err, "Sync of proxy rules failed; the last good rules stay in place")
+			if p.opts.NodeName != "" {
+				recorder.Eventf(&v1.ObjectReference{Kind: "Node", Name: p.opts.NodeName, UID: "", APIVersion: "v1"},
+					v1.EventTypeWarning, "SyncProxyRulesFailed", "Failed to program nftables: %v", err)
+			}
+			retry = true
+		} else {
+			retry = false
+			p.readyOnce.Do(func() { close(p.ready) })
+		}
+		// Wait for a change, the periodic sync or a retry, then at least
+		// MinSyncPeriod since the last sync.
+		var retryC <-chan time.Time
+		if retry {
+			retryC = p.opts.Clock.After(p.opts.MinSyncPeriod)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.trigger:
+		case <-periodic.C():
+		case <-retryC:
+		}
+		if wait := p.opts.MinSyncPeriod - p.opts.Clock.Since(p.lastSynced); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.opts.Clock.After(wait):
+			}
+		}
+	}
+}
+
+// changeTime is when the change behind obj happened: the EndpointSlice's
+// last-change-trigger-time annotation when the controller set one, else now.
+func changeTime(obj any, c clock.Clock) time.Time {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		if v, ok := s.Annotations[v1.EndpointsLastChangeTriggerTime]; ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				return t
+			}
+		}
+	}
+	return c.Now()
+}
+
+func (p *Proxier) syncOnce(ctx context.Context, list func() ([]*v1.Service, []*discoveryv1.EndpointSlice, error)) error {
+	start := p.opts.Clock.Now()
+	p.lastSynced = start
+	p.mu.Lock()
+	pending := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	err := p.sync(ctx, list)
+	p.m.syncDuration.Observe(p.opts.Clock.Since(start).Seconds())
+	if err != nil {
+		p.m.syncFailures.Inc()
+		p.mu.Lock()
+		p.pending = append(pending, p.pending...)
+		p.mu.Unlock()
+		return err
+	}
+	now := p.opts.Clock.Now()
+	p.m.lastSync.Set(float64(now.Unix()))
+	for _, t := range pending {
+		p.m.programming.Observe(now.Sub(t).Seconds())
+	}
+	return nil
+}
+
+func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*discoveryv1.EndpointSlice, error)) error {
+	svcs, slices, err := list()
+	if err != nil {
+		return err
+	}
+	want := Compute(BuildInput(p.opts.ClusterCIDR, p.opts.ServiceCIDR, p.opts.NodeName, svcs, slices))
+	var existing *Existing
+	if p.prev == nil {
+		if existing, err = p.opts.Runner.List(ctx, Family, Table); err != nil {
+			return err
+		}
+	}
+	if err := p.opts.Runner.Apply(ctx, want.Transaction(p.prev, existing)); err != nil {
+		p.prev = nil
+		return err
+	}
+	p.prev = want
+	return nil
+}
+
+// Cleanup removes the proxy's table (`skiff proxy --cleanup`).
+func Cleanup(ctx context.Context, r Runner) error {
+	if r == nil {
+		r = NFT{}
+	}
+	return r.Apply(ctx, CleanupScript())
+}
+
+type metrics struct {
+	syncDuration prometheus.Histogram
+	programming  prometheus.Histogram
+	syncFailures prometheus.Counter
+	lastSync     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		// Upstream's names and buckets.
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubeproxy", Name: "sync_proxy_rules_duration_seconds",
+			Help:    "SyncProxyRules latency in seconds",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubeproxy", Name: "network_programming_duration_seconds",
+			Help: "In Cluster Network Programming Latency in seconds",
+			Buckets: append(append(append(prometheus.LinearBuckets(0.25, 0.25, 2),
+				prometheus.LinearBuckets(1, 1, 59)...),
+				prometheus.LinearBuckets(60, 5, 12)...),
+				prometheus.LinearBuckets(120, 30, 7)...),
+		}),
+		syncFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: "kubeproxy", Name: "sync_proxy_rules_nftables_sync_failures_total",
+			Help: "Cumulative proxy nftables sync failures",
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: "kubeproxy", Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: "The last time proxy rules were successfully synced",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.syncDuration, m.programming, m.syncFailures, m.lastSync)
+	}
+	return m
+}
