@@ -232,4 +232,3 @@ func logContainer(pod *corev1.Pod, name string, previous bool) (string, error) {
 		return "", fmt.Errorf("container %q in pod %q is waiting to start - no logs yet", name, pod.Name)
 	}
 }
-

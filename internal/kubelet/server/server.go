@@ -254,4 +254,3 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(data)
 }
-
