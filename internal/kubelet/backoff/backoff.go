@@ -115,3 +115,19 @@ func (b *Backoff) Forget(prefix string) {
 		}
 	}
 }
+
+// InBackoffSinceUpdate reports whether less than the current delay has
+// passed since the last Next (upstream's image pull back-off).
+func (b *Backoff) InBackoffSinceUpdate(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, ok := b.entries[key]
+	if !ok {
+		return false
+	}
+	now := b.clock.Now()
+	if b.expired(now, e.lastUpdate) {
+		return false
+	}
+	return now.Sub(e.lastUpdate) < e.delay
+}

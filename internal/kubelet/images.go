@@ -1,0 +1,100 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
+)
+
+// Waiting reasons of a container that cannot start, as upstream.
+const (
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonErrImageNeverPull          = "ErrImageNeverPull"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+	ReasonPostStartHookError         = "PostStartHookError"
+)
+
+// startError is a container that could not be started: its reason and
+// message become the container's waiting state.
+type startError struct{ podstatus.Reason }
+
+func (e *startError) Error() string { return e.Reason.Reason + ": " + e.Message }
+
+func newStartError(reason, msg string) *startError {
+	return &startError{podstatus.Reason{Reason: reason, Message: msg}}
+}
+
+// ensureImage makes the container's image present as its pull policy says
+// and returns the image id.
+func (k *Kubelet) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (string, error) {
+	ref := k.containerRef(pod, c)
+	spec := &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}
+	present := ""
+	if resp, err := k.images.ImageStatus(ctx, spec, false); err == nil && resp.GetImage() != nil {
+		present = resp.GetImage().GetId()
+	}
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	switch {
+	case policy == corev1.PullNever && present == "":
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		k.recorder.Event(ref, corev1.EventTypeWarning, ReasonErrImageNeverPull, msg)
+		return "", newStartError(ReasonErrImageNeverPull, msg)
+	case policy != corev1.PullAlways && present != "":
+		k.recorder.Eventf(ref, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		return present, nil
+	}
+	key := string(pod.UID) + "_" + c.Image
+	if k.imageBackoff.InBackoffSinceUpdate(key) {
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		k.recorder.Event(ref, corev1.EventTypeNormal, "BackOff", msg)
+		return "", newStartError(ReasonImagePullBackOff, msg)
+	}
+	k.recorder.Eventf(ref, corev1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := k.clock.Now()
+	auth, err := k.pullAuth(ctx, pod, c.Image)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	for _, a := range append(auth, nil) {
+		id, err = k.images.PullImage(ctx, spec, a, nil)
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		k.imageBackoff.Next(key, k.clock.Now())
+		k.recorder.Eventf(ref, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		k.recorder.Eventf(ref, corev1.EventTypeWarning, "Failed", "Error: %s", ReasonErrImagePull)
+		return "", newStartError(ReasonErrImagePull, errMessage(err))
+	}
+	size := uint64(0)
+	if resp, err := k.images.ImageStatus(ctx, spec, false); err == nil && resp.GetImage() != nil {
+		size = resp.GetImage().GetSize()
+	}
+	d := k.clock.Since(start).Round(time.Millisecond)
+	k.recorder.Eventf(ref, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, d, d, size)
+	return id, nil
+}
+
+// errMessage is a gRPC error's message without the "rpc error: code = ..."
+// prefix.
+func errMessage(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Message()
+	}
+	return err.Error()
+}

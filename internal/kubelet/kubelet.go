@@ -1,0 +1,483 @@
+// Package kubelet is Skiff's node agent core: it registers the node, keeps
+// its Lease and status, and runs the pods bound to it through a CRI runtime
+// (containerd). Each pod has one level-triggered worker that reads what the
+// runtime shows of the pod, decides what to do with the pure plan package,
+// does it (sandbox, image pulls, init containers, sidecars, containers,
+// kills with grace), and writes the status computed by podstatus when it
+// changed. Probes (prober), the crash-loop back-off (backoff), volumes
+// (volume) and the CNI config (cni) are packages of their own.
+//
+// The surface other node components use (the kubelet API server in
+// internal/kubelet/server): Pods and Pod for the pods the kubelet knows,
+// RuntimeService and ImageService for the CRI clients, PodLogDir and
+// ContainerLogPath for the CRI-format logs under /var/log/pods, and
+// ContainerID to find a pod's running container.
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/backoff"
+	"github.com/skiff-sh/skiff/internal/kubelet/volume"
+)
+
+// Defaults.
+const (
+	DefaultMaxPods               = 110
+	DefaultPodLogsDir            = "/var/log/pods"
+	DefaultClusterDomain         = "cluster.local"
+	DefaultClusterDNS            = "10.43.0.10"
+	DefaultLeaseDuration         = 40 * time.Second
+	DefaultStatusReportFrequency = time.Minute
+	DefaultResyncInterval        = 10 * time.Second
+	DefaultRelistPeriod          = time.Second
+	DefaultPort                  = 10250
+	// Version is what the node reports as its kubelet version.
+	Version = "v1.37.2-skiff"
+)
+
+// Options tune the kubelet; the zero value means the defaults, except
+// NodeName and RootDir which are required.
+type Options struct {
+	// NodeName is the Node's name (required).
+	NodeName string
+	// RootDir holds pod directories (volumes, etc-hosts,
+	// termination-message files) under pods/<uid> (required).
+	RootDir string
+	// PodLogsDir is where the runtime writes container logs (default
+	// /var/log/pods).
+	PodLogsDir string
+	// CNIConfDir receives the CNI config once the node has a pod CIDR;
+	// empty leaves networking to the runtime's own configuration.
+	CNIConfDir string
+	// PodCIDR is set on the Node at registration when it has none (for
+	// clusters without a node-IPAM controller).
+	PodCIDR string
+	// NodeIP is the node's InternalIP (default: the host's primary address).
+	NodeIP string
+	// NodeLabels are added to the Node's labels; RegisterWithTaints are set
+	// at registration.
+	NodeLabels         map[string]string
+	RegisterWithTaints []corev1.Taint
+	// KubeReserved and SystemReserved are subtracted from capacity for
+	// allocatable, as is the memory.available hard eviction threshold.
+	KubeReserved   corev1.ResourceList
+	SystemReserved corev1.ResourceList
+	// EvictionHardMemory is the memory.available threshold (default 100Mi);
+	// EvictionHardNodefsPercent the nodefs.available one (default 10).
+	EvictionHardMemory        resource.Quantity
+	EvictionHardNodefsPercent int
+	// MaxPods (default 110).
+	MaxPods int
+	// ClusterDNS and ClusterDomain fill ClusterFirst pods' resolv.conf.
+	ClusterDNS    []string
+	ClusterDomain string
+	// ResolvConf is the host's resolv.conf for DNSDefault pods (default
+	// /etc/resolv.conf).
+	ResolvConf string
+	// Port is the kubelet API port the Node advertises (default 10250).
+	Port int
+	// LeaseDuration (default 40 s; renewed every quarter of it),
+	// StatusReportFrequency (default 1 min), ResyncInterval (default 10 s,
+	// how often each pod is synced without an event) and RelistPeriod
+	// (default 1 s, how often the runtime is checked for changes).
+	LeaseDuration         time.Duration
+	StatusReportFrequency time.Duration
+	ResyncInterval        time.Duration
+	RelistPeriod          time.Duration
+	// Clock (default the real one).
+	Clock clock.Clock
+}
+
+func (o *Options) defaults() {
+	if o.PodLogsDir == "" {
+		o.PodLogsDir = DefaultPodLogsDir
+	}
+	if o.MaxPods <= 0 {
+		o.MaxPods = DefaultMaxPods
+	}
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = DefaultClusterDomain
+	}
+	if o.ClusterDNS == nil {
+		o.ClusterDNS = []string{DefaultClusterDNS}
+	}
+	if o.ResolvConf == "" {
+		o.ResolvConf = "/etc/resolv.conf"
+	}
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.StatusReportFrequency <= 0 {
+		o.StatusReportFrequency = DefaultStatusReportFrequency
+	}
+	if o.ResyncInterval <= 0 {
+		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.RelistPeriod <= 0 {
+		o.RelistPeriod = DefaultRelistPeriod
+	}
+	if o.EvictionHardMemory.IsZero() {
+		o.EvictionHardMemory = resource.MustParse("100Mi")
+	}
+	if o.EvictionHardNodefsPercent == 0 {
+		o.EvictionHardNodefsPercent = 10
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+}
+
+// Kubelet runs the pods bound to one node.
+type Kubelet struct {
+	client  kubernetes.Interface
+	runtime internalapi.RuntimeService
+	images  internalapi.ImageManagerService
+	opts    Options
+	clock   clock.Clock
+
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	recorder      record.EventRecorder
+	broadcaster   record.EventBroadcaster
+	volumes       *volume.Manager
+	crashBackoff  *backoff.Backoff
+	imageBackoff  *backoff.Backoff
+	probes        *probeManager
+	serviceLister corelisters.ServiceLister
+	podLister     corelisters.PodLister
+
+	runtimeName    string
+	runtimeVersion string
+
+	mu           sync.Mutex
+	workers      map[types.UID]*podWorker
+	pods         map[types.UID]*corev1.Pod // as last seen by the informer
+	admitted     map[types.UID]bool
+	syncs        map[types.UID]*podSync
+	ctx          context.Context
+	node         *corev1.Node
+	networkReady bool
+	hostAddrs    []string
+}
+
+// New returns a kubelet for the node opts.NodeName that talks to the API
+// through client and to the runtime through the CRI services. It does
+// nothing until Start.
+func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internalapi.ImageManagerService, opts Options) *Kubelet {
+	opts.defaults()
+	k := &Kubelet{
+		client:       client,
+		runtime:      rs,
+		images:       is,
+		opts:         opts,
+		clock:        opts.Clock,
+		ready:        make(chan struct{}),
+		crashBackoff: backoff.New(opts.Clock, 0, 0),
+		imageBackoff: backoff.New(opts.Clock, 0, 0),
+		workers:      map[types.UID]*podWorker{},
+		pods:         map[types.UID]*corev1.Pod{},
+		admitted:     map[types.UID]bool{},
+		runtimeName:  "containerd",
+	}
+	k.volumes = volume.NewManager(opts.RootDir, k)
+	k.volumes.Allocatable = k.allocatable
+	k.probes = newProbeManager(k)
+	return k
+}
+
+// Ready is closed once the node is registered and the pod informer synced.
+func (k *Kubelet) Ready() <-chan struct{} { return k.ready }
+
+// Start runs the kubelet until ctx ends.
+func (k *Kubelet) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("node", k.opts.NodeName)
+	ctx = klog.NewContext(ctx, logger)
+	if k.opts.NodeName == "" || k.opts.RootDir == "" {
+		return fmt.Errorf("kubelet: NodeName and RootDir are required")
+	}
+	if err := os.MkdirAll(filepath.Join(k.opts.RootDir, "pods"), 0o750); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+	if err := os.MkdirAll(k.opts.PodLogsDir, 0o755); err != nil {
+		return fmt.Errorf("kubelet: %w", err)
+	}
+
+	k.mu.Lock()
+	k.ctx = ctx
+	k.mu.Unlock()
+	if err := k.waitRuntime(ctx); err != nil {
+		return err
+	}
+
+	k.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	k.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: k.client.CoreV1().Events("")})
+	defer k.broadcaster.Shutdown()
+	k.recorder = k.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: k.opts.NodeName})
+
+	if err := k.registerNode(ctx); err != nil {
+		return err
+	}
+
+	podFactory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", k.opts.NodeName).String()
+		}))
+	podInformer := podFactory.Core().V1().Pods()
+	k.podLister = podInformer.Lister()
+	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { k.podChanged(ctx, obj) },
+		UpdateFunc: func(_, obj any) { k.podChanged(ctx, obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				k.podDeleted(ctx, p)
+			}
+		},
+	})
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.opts.NodeName).String()
+		}))
+	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
+	_, _ = nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { k.nodeChanged(ctx, obj.(*corev1.Node)) },
+		UpdateFunc: func(_, obj any) { k.nodeChanged(ctx, obj.(*corev1.Node)) },
+	})
+	svcFactory := informers.NewSharedInformerFactory(k.client, 0)
+	k.serviceLister = svcFactory.Core().V1().Services().Lister()
+	svcFactory.Core().V1().Services().Informer()
+
+	podFactory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	svcFactory.Start(ctx.Done())
+	defer podFactory.Shutdown()
+	defer nodeFactory.Shutdown()
+	defer svcFactory.Shutdown()
+	for _, synced := range []cache.InformerSynced{podInformer.Informer().HasSynced, nodeInformer.HasSynced} {
+		if !cache.WaitForCacheSync(ctx.Done(), synced) {
+			return ctx.Err()
+		}
+	}
+	// Services matter for env vars only: wait a little, not forever.
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cache.WaitForCacheSync(waitCtx.Done(), svcFactory.Core().V1().Services().Informer().HasSynced)
+	cancel()
+
+	var wg sync.WaitGroup
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	run(k.leaseLoop)
+	run(k.statusLoop)
+	run(k.relistLoop)
+	run(k.housekeeping)
+	k.cleanupOrphans(ctx)
+	k.readyOnce.Do(func() { close(k.ready) })
+	logger.Info("Kubelet ready", "runtime", k.runtimeName+"://"+k.runtimeVersion)
+
+	<-ctx.Done()
+	k.stopWorkers()
+	wg.Wait()
+	return nil
+}
+
+// waitRuntime waits until the runtime answers Version.
+func (k *Kubelet) waitRuntime(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for i := 0; ; i++ {
+		v, err := k.runtime.Version(ctx, "v1")
+		if err == nil {
+			k.runtimeName = v.RuntimeName
+			k.runtimeVersion = v.RuntimeVersion
+			return nil
+		}
+		if i%10 == 0 {
+			logger.Info("Waiting for the container runtime", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-k.clock.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// baseCtx is the context Start runs under (for goroutines started later).
+func (k *Kubelet) baseCtx() context.Context {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ctx == nil {
+		return context.Background()
+	}
+	return k.ctx
+}
+
+// ---- The surface for other node components. ----
+
+// Pods returns the pods bound to this node that the kubelet knows.
+func (k *Kubelet) Pods() []*corev1.Pod {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(k.pods))
+	for _, p := range k.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Pod returns the pod namespace/name if it is bound to this node.
+func (k *Kubelet) Pod(namespace, name string) (*corev1.Pod, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range k.pods {
+		if p.Namespace == namespace && p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// RuntimeService is the CRI runtime client.
+func (k *Kubelet) RuntimeService() internalapi.RuntimeService { return k.runtime }
+
+// ImageService is the CRI image client.
+func (k *Kubelet) ImageService() internalapi.ImageManagerService { return k.images }
+
+// NodeName is the node this kubelet runs.
+func (k *Kubelet) NodeName() string { return k.opts.NodeName }
+
+// PodLogDir is the directory of a pod's container logs:
+// <logs>/<namespace>_<name>_<uid>.
+func (k *Kubelet) PodLogDir(namespace, name string, uid types.UID) string {
+	return filepath.Join(k.opts.PodLogsDir, namespace+"_"+name+"_"+string(uid))
+}
+
+// ContainerLogPath is the CRI-format log of one run (restart count) of a
+// container.
+func (k *Kubelet) ContainerLogPath(namespace, name string, uid types.UID, container string, restartCount int) string {
+	return filepath.Join(k.PodLogDir(namespace, name, uid), containerLogPath(container, restartCount))
+}
+
+// ContainerID returns the runtime id of the newest instance of a pod's
+// container (previous selects the one before it) and whether it is running.
+func (k *Kubelet) ContainerID(ctx context.Context, uid types.UID, container string, previous bool) (id string, running bool, err error) {
+	st, err := k.readState(ctx, string(uid))
+	if err != nil {
+		return "", false, err
+	}
+	c := st.Latest(container)
+	if previous {
+		c = st.Previous(container)
+	}
+	if c == nil {
+		return "", false, fmt.Errorf("container %q of pod %s not found", container, uid)
+	}
+	return c.ID, c.State == "running", nil
+}
+
+// ---- Sources for volumes and env. ----
+
+// ConfigMap reads a ConfigMap (volume.Getter).
+func (k *Kubelet) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return k.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// Secret reads a Secret (volume.Getter).
+func (k *Kubelet) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return k.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (k *Kubelet) allocatable() corev1.ResourceList {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.node == nil {
+		return nil
+	}
+	return k.node.Status.Allocatable
+}
+
+func (k *Kubelet) memoryCapacity() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.node == nil {
+		return 0
+	}
+	return k.node.Status.Capacity.Memory().Value()
+}
+
+func (k *Kubelet) hostIPs() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.hostAddrs...)
+}
+
+// primaryAddress is the address of the default route's interface (IPv4
+// first), found by "connecting" a UDP socket; loopback if there is none.
+func primaryAddress() string {
+	for _, target := range []string{"192.0.2.1:9", "[2001:db8::1]:9"} {
+		c, err := net.Dial("udp", target)
+		if err != nil {
+			continue
+		}
+		ip := c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+		if !ip.IsLoopback() && !ip.IsUnspecified() {
+			return ip.String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+func arch() string { return runtime.GOARCH }
+
+func leaseFor(node *corev1.Node, name string, duration time.Duration, now time.Time) *coordinationv1.Lease {
+	secs := int32(duration / time.Second)
+	renew := metav1.NewMicroTime(now)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &name,
+			LeaseDurationSeconds: &secs,
+			RenewTime:            &renew,
+		},
+	}
+	if node != nil && node.UID != "" {
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	}
+	return l
+}
+
+func trimNewline(s string) string { return strings.TrimRight(s, "\n") }
