@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -198,8 +198,8 @@ func waitRules(t *testing.T, r NFT, ok func(string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cmd := r.cmd(context.Background(), "list", "table", Family, Table)
-		out, _ := cmd.Output()
+		args := append(append([]string(nil), r.Prefix[1:]...), "nft", "list", "table", Family, Table)
+		out, _ := exec.Command(r.Prefix[0], args...).Output()
 		if ok(string(out)) {
 			return
 		}
@@ -209,5 +209,3 @@ func waitRules(t *testing.T, r NFT, ok func(string) bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-var _ = discoveryv1.AddressTypeIPv4

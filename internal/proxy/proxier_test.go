@@ -84,7 +84,9 @@ func TestProxierSyncs(t *testing.T) {
 		slice("default", "web", "http", v1.ProtocolTCP, 8080, ep{ip: "10.42.1.2"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a failure counted", func() bool { return counterValue(t, reg, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") >= 1 })
+	waitFor(t, "a failure counted", func() bool {
+		return counterValue(t, reg, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") >= 1
+	})
 	waitFor(t, "a SyncProxyRulesFailed event", func() bool {
 		evs, _ := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		for _, e := range evs.Items {
