@@ -6,6 +6,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
+	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
@@ -23,6 +24,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"endpoints":              endpoints.New,
 		"endpointslice":          endpointslice.New,
 		"garbagecollector":       garbagecollector.New,
+		"job":                    job.New,
 		"namespace":              namespace.New,
 		"nodelifecycle":          nodelifecycle.New,
 		"podgc":                  podgc.New,

@@ -1,0 +1,1224 @@
+// Package job is the Job controller: it runs a Job's pods to completion.
+//
+// It follows upstream's kube-controller-manager Job controller (v1.37)
+// where a client can see it: completions and parallelism, NonIndexed and
+// Indexed completion modes (the index in the annotation and label
+// batch.kubernetes.io/job-completion-index, the env JOB_COMPLETION_INDEX and
+// the hostname <job>-<index>), backoffLimit, backoffLimitPerIndex and
+// maxFailedIndexes, podFailurePolicy, successPolicy, activeDeadlineSeconds,
+// suspend, podReplacementPolicy, the pod failure backoff (10 s doubling up
+// to 10 min), and the conditions FailureTarget, SuccessCriteriaMet,
+// Complete, Failed and Suspended.
+//
+// Pods are tracked with the batch.kubernetes.io/job-tracking finalizer: a
+// finished pod is first recorded in status.uncountedTerminatedPods, then
+// its finalizer is removed, then it moves to the succeeded or failed
+// counter. So a pod removed at any point is counted once, and no pod is
+// counted twice even if the controller restarts between steps.
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
+)
+
+const (
+	// DefaultWorkers is upstream's --concurrent-job-syncs.
+	DefaultWorkers = 5
+	// SyncBatchPeriod batches the syncs pod events cause.
+	SyncBatchPeriod = time.Second
+	// MaxUncountedPods caps status.uncountedTerminatedPods and the finalizer
+	// removals of one sync.
+	MaxUncountedPods = 500
+	// MaxPodCreateDeletePerSync caps the pods created or deleted in a sync.
+	MaxPodCreateDeletePerSync = 500
+
+	// podIndexName indexes pods by their controller's UID ("" key prefix
+	// "orphan/" + namespace for pods without a controller).
+	podIndexName = "skiff.sh/job-controller-uid"
+
+	// Event reasons, as upstream.
+	ReasonSuccessfulCreate = "SuccessfulCreate"
+	ReasonFailedCreate     = "FailedCreate"
+	ReasonSuccessfulDelete = "SuccessfulDelete"
+	ReasonFailedDelete     = "FailedDelete"
+	ReasonCompleted        = "Completed"
+	ReasonSuspended        = "Suspended"
+	ReasonResumed          = "Resumed"
+	ReasonTooManySucceeded = "TooManySucceededPods"
+)
+
+var jobKind = batchv1.SchemeGroupVersion.WithKind("Job")
+
+// Controller is the Job controller.
+type Controller struct {
+	client     kubernetes.Interface
+	jobLister  batchlisters.JobLister
+	jobsSynced cache.InformerSynced
+	podLister  corelisters.PodLister
+	podIndex   cache.Indexer
+	podsSynced cache.InformerSynced
+	recorder   record.EventRecorder
+	clock      clock.WithTicker
+	workers    int
+
+	queue       *worker.Queue[string]
+	orphanQueue *worker.Queue[string]
+
+	expectations          *expectations
+	finalizerExpectations *finalizerExpectations
+	backoff               *backoffStore
+	// finished holds the UIDs of Jobs this controller marked finished whose
+	// update it has not seen yet; they are not synced again meanwhile.
+	finished sync.Map
+}
+
+// New builds the Job controller (a controllercontext.InitFunc).
+func New(_ context.Context, cc controllercontext.Context) (controllercontext.Controller, error) {
+	var clk clock.WithTicker = clock.RealClock{}
+	if cc.Clock != nil {
+		clk = cc.Clock
+	}
+	workers := cc.Options.ConcurrentSyncs["job"]
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	recorder := cc.Recorder
+	if recorder == nil {
+		recorder = &record.FakeRecorder{}
+	}
+	jobs := cc.Informers.Batch().V1().Jobs()
+	pods := cc.Informers.Core().V1().Pods()
+	if err := pods.Informer().AddIndexers(cache.Indexers{podIndexName: indexByController}); err != nil {
+		return nil, fmt.Errorf("job: pod index: %w", err)
+	}
+	c := &Controller{
+		client:     cc.Client,
+		jobLister:  jobs.Lister(),
+		jobsSynced: jobs.Informer().HasSynced,
+		podLister:  pods.Lister(),
+		podIndex:   pods.Informer().GetIndexer(),
+		podsSynced: pods.Informer().HasSynced,
+		recorder:   recorder,
+		clock:      clk,
+		workers:    workers,
+		expectations:          newExpectations(clk),
+		finalizerExpectations: newFinalizerExpectations(),
+		backoff:               newBackoffStore(),
+	}
+	// API errors are retried from 1 s doubling to 1 min, as upstream.
+	c.queue = worker.NewQueue("job", c.Sync, worker.Options[string]{
+		Workers: workers, Clock: clk,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+	})
+	c.orphanQueue = worker.NewQueue("job_orphan_pod", c.syncOrphan, worker.Options[string]{
+		Clock:       clk,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
+	})
+	_, _ = jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueue(obj, 0) },
+		UpdateFunc: c.updateJob,
+		DeleteFunc: c.deleteJob,
+	})
+	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addPod,
+		UpdateFunc: c.updatePod,
+		DeleteFunc: func(obj any) { c.deletePod(obj, true) },
+	})
+	return c, nil
+}
+
+func indexByController(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return []string{"orphan/" + pod.Namespace}, nil
+}
+
+// Start runs the workers until ctx is done.
+func (c *Controller) Start(ctx context.Context) error {
+	klog.FromContext(ctx).V(1).Info("Starting job controller", "workers", c.workers)
+	return worker.Run(ctx, "job", []cache.InformerSynced{c.jobsSynced, c.podsSynced}, c.queue, c.orphanQueue)
+}
+
+// --- event handlers: they only enqueue keys and note observations.
+
+func (c *Controller) enqueue(obj any, delay time.Duration) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if delay <= 0 {
+		c.queue.Add(key)
+		return
+	}
+	c.queue.AddAfter(key, delay)
+}
+
+func (c *Controller) updateJob(oldObj, newObj any) {
+	old, cur := oldObj.(*batchv1.Job), newObj.(*batchv1.Job)
+	if isFinished(cur) {
+		c.enqueueSelector(cur) // release finalizers that may be left
+		return
+	}
+	if cur.Generation == old.Generation {
+		c.enqueue(cur, SyncBatchPeriod)
+	} else {
+		c.enqueue(cur, 0)
+	}
+	if cur.Status.StartTime != nil && cur.Spec.ActiveDeadlineSeconds != nil &&
+		(old.Spec.ActiveDeadlineSeconds == nil || *old.Spec.ActiveDeadlineSeconds != *cur.Spec.ActiveDeadlineSeconds) {
+		total := time.Duration(*cur.Spec.ActiveDeadlineSeconds) * time.Second
+		c.enqueue(cur, total-c.clock.Since(cur.Status.StartTime.Time))
+	}
+}
+
+func (c *Controller) deleteJob(obj any) {
+	c.enqueue(obj, 0)
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	c.finished.Delete(j.UID)
+	c.enqueueSelector(j)
+	k := key(j)
+	c.expectations.forget(k)
+	c.backoff.remove(k)
+}
+
+// enqueueSelector asks the orphan worker to look at every pod the job's
+// selector matches (finalizers left after the job finished or went away).
+func (c *Controller) enqueueSelector(j *batchv1.Job) {
+	sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
+	if err != nil {
+		return
+	}
+	c.orphanQueue.Add("selector:" + j.Namespace + "/" + sel.String())
+}
+
+func (c *Controller) enqueueOrphan(p *corev1.Pod) {
+	c.orphanQueue.Add("pod:" + p.Namespace + "/" + p.Name)
+}
+
+func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
+// resolveControllerRef returns the Job a controllerRef points at, if it
+// still has that UID.
+func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *batchv1.Job {
+	if ref.Kind != jobKind.Kind {
+		return nil
+	}
+	j, err := c.jobLister.Jobs(namespace).Get(ref.Name)
+	if err != nil || j.UID != ref.UID {
+		return nil
+	}
+	return j
+}
+
+// jobsForPod lists the Jobs whose selector matches an orphan pod.
+func (c *Controller) jobsForPod(pod *corev1.Pod) []*batchv1.Job {
+	list, err := c.jobLister.Jobs(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*batchv1.Job
+	for _, j := range list {
+		sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func (c *Controller) addPod(obj any) {
+	pod := obj.(*corev1.Pod)
+	if pod.DeletionTimestamp != nil {
+		c.deletePod(pod, false)
+		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if j := c.resolveControllerRef(pod.Namespace, ref); j != nil {
+			c.expectations.creationObserved(key(j))
+			c.enqueue(j, SyncBatchPeriod)
+		}
+		return
+	}
+	if hasTrackingFinalizer(pod) {
+		c.enqueueOrphan(pod)
+	}
+	for _, j := range c.jobsForPod(pod) {
+		c.enqueue(j, SyncBatchPeriod)
+	}
+}
+
+func (c *Controller) updatePod(oldObj, newObj any) {
+	old, cur := oldObj.(*corev1.Pod), newObj.(*corev1.Pod)
+	if old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	if cur.DeletionTimestamp != nil {
+		c.deletePod(cur, false)
+		return
+	}
+	finalizerGone := !hasTrackingFinalizer(cur)
+	curRef, oldRef := metav1.GetControllerOf(cur), metav1.GetControllerOf(old)
+	refChanged := (curRef == nil) != (oldRef == nil) || (curRef != nil && curRef.UID != oldRef.UID)
+	if refChanged && oldRef != nil {
+		if j := c.resolveControllerRef(old.Namespace, oldRef); j != nil {
+			if finalizerGone {
+				c.finalizerExpectations.observed(key(j), cur.UID)
+			}
+			c.enqueue(j, SyncBatchPeriod)
+		}
+	}
+	if curRef != nil {
+		if j := c.resolveControllerRef(cur.Namespace, curRef); j != nil {
+			if finalizerGone {
+				c.finalizerExpectations.observed(key(j), cur.UID)
+			}
+			c.enqueue(j, SyncBatchPeriod)
+		}
+		return
+	}
+	if hasTrackingFinalizer(cur) {
+		c.enqueueOrphan(cur)
+	}
+	if refChanged || !labels.Equals(old.Labels, cur.Labels) {
+		for _, j := range c.jobsForPod(cur) {
+			c.enqueue(j, SyncBatchPeriod)
+		}
+	}
+}
+
+// deletePod handles a pod's deletion (final) or its deletionTimestamp.
+func (c *Controller) deletePod(obj any, final bool) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if pod, ok = tomb.Obj.(*corev1.Pod); !ok {
+			return
+		}
+	}
+	ref := metav1.GetControllerOf(pod)
+	hasFinalizer := hasTrackingFinalizer(pod)
+	if ref == nil {
+		if hasFinalizer {
+			c.enqueueOrphan(pod)
+		}
+		return
+	}
+	j := c.resolveControllerRef(pod.Namespace, ref)
+	if j == nil || isFinished(j) {
+		if hasFinalizer {
+			c.enqueueOrphan(pod)
+		}
+		return
+	}
+	k := key(j)
+	c.expectations.deletionObserved(k)
+	if final || !hasFinalizer {
+		c.finalizerExpectations.observed(k, pod.UID)
+	}
+	c.enqueue(j, SyncBatchPeriod)
+}
+
+// --- orphan pods
+
+// syncOrphan removes the tracking finalizer from pods no unfinished Job
+// owns: key "pod:<ns>/<name>" or "selector:<ns>/<selector>".
+func (c *Controller) syncOrphan(ctx context.Context, k string) error {
+	kind, rest, _ := cut(k, ':')
+	ns, value, _ := cut(rest, '/')
+	switch kind {
+	case "pod":
+		pod, err := c.podLister.Pods(ns).Get(value)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return c.releaseOrphan(ctx, pod)
+	case "selector":
+		sel, err := labels.Parse(value)
+		if err != nil {
+			return nil
+		}
+		pods, err := c.podLister.Pods(ns).List(sel)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, p := range pods {
+			if err := c.releaseOrphan(ctx, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+func cut(s string, sep byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func (c *Controller) releaseOrphan(ctx context.Context, pod *corev1.Pod) error {
+	if !hasTrackingFinalizer(pod) {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if ref.Kind != jobKind.Kind || ref.APIVersion != jobKind.GroupVersion().String() {
+			return nil // not a Job's pod
+		}
+		if j := c.resolveControllerRef(pod.Namespace, ref); j != nil && (managedElsewhere(j) || !isFinished(j)) {
+			return nil // still tracked by its Job
+		}
+	}
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, removeFinalizerPatch(pod), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove tracking finalizer of orphan pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// --- helpers over a Job
+
+func isFinished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// managedElsewhere is true for a Job whose spec.managedBy names another
+// controller: it is left alone.
+func managedElsewhere(j *batchv1.Job) bool {
+	return j.Spec.ManagedBy != nil && *j.Spec.ManagedBy != batchv1.JobControllerName
+}
+
+func suspended(j *batchv1.Job) bool { return j.Spec.Suspend != nil && *j.Spec.Suspend }
+
+func findCondition(cs []batchv1.JobCondition, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func newCondition(t batchv1.JobConditionType, reason, message string, now time.Time) *batchv1.JobCondition {
+	return &batchv1.JobCondition{
+		Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: message,
+		LastProbeTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+	}
+}
+
+// setCondition sets a condition of type t to status, reason and message;
+// a False condition is never added, only updated. It reports a change.
+func setCondition(cs []batchv1.JobCondition, t batchv1.JobConditionType, status corev1.ConditionStatus, reason, message string, now time.Time) ([]batchv1.JobCondition, bool) {
+	if c := findCondition(cs, t); c != nil {
+		if c.Status == status && c.Reason == reason && c.Message == message {
+			return cs, false
+		}
+		*c = *newCondition(t, reason, message, now)
+		c.Status = status
+		return cs, true
+	}
+	if status == corev1.ConditionFalse {
+		return cs, false
+	}
+	return append(cs, *newCondition(t, reason, message, now)), true
+}
+
+func isTrueCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	if c := findCondition(j.Status.Conditions, t); c != nil && c.Status == corev1.ConditionTrue {
+		return c
+	}
+	return nil
+}
+
+// --- sync
+
+// syncState is what one sync knows about a Job.
+type syncState struct {
+	job               *batchv1.Job
+	pods              []*corev1.Pod
+	active            []*corev1.Pod
+	ready             int32
+	terminating       int32
+	succeeded, failed int32
+	uncountedSucc     sets.Set[types.UID]
+	uncountedFail     sets.Set[types.UID]
+	expectedRm        sets.Set[types.UID]
+	backoff           backoffRecord
+
+	prevSucceededIndexes indexSet
+	succeededIndexes     indexSet
+	failedIndexes        *indexSet
+	// delayedPerIndex is, per index, the last failed pod whose finalizer is
+	// kept until its replacement is created (backoffLimitPerIndex).
+	delayedPerIndex map[int]*corev1.Pod
+
+	// finished is the condition that ends the Job, once decided.
+	finished *batchv1.JobCondition
+}
+
+// Sync reconciles the Job named by key ("namespace/name").
+func (c *Controller) Sync(ctx context.Context, k string) error {
+	logger := klog.FromContext(ctx)
+	start := c.clock.Now()
+	defer func() { logger.V(4).Info("Finished syncing job", "key", k, "duration", c.clock.Since(start)) }()
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	if err != nil {
+		return nil
+	}
+	shared, err := c.jobLister.Jobs(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expectations.forget(k)
+		c.finalizerExpectations.forget(k)
+		c.backoff.remove(k)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if managedElsewhere(shared) {
+		return nil
+	}
+	job := shared.DeepCopy()
+	if isFinished(job) {
+		c.backoff.remove(k)
+		c.finished.Delete(job.UID)
+		return nil
+	}
+	if _, ok := c.finished.Load(job.UID); ok {
+		return nil // marked finished by us; waiting for the update event
+	}
+	if m := job.Spec.CompletionMode; m != nil && *m != batchv1.NonIndexedCompletion && *m != batchv1.IndexedCompletion {
+		c.recorder.Event(job, corev1.EventTypeWarning, "UnknownCompletionMode", "Skipped Job sync because completion mode is unknown")
+		return nil
+	}
+	if job.Spec.Parallelism == nil || job.Spec.BackoffLimit == nil {
+		return nil // not defaulted: not from an API server
+	}
+	if job.Status.UncountedTerminatedPods == nil {
+		job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
+	}
+
+	// Expectations are read before the pods, so that a pod created after
+	// this point defers the sync rather than sneaking in.
+	satisfied := c.expectations.satisfied(k)
+	pods, err := c.podsForJob(ctx, job)
+	if err != nil {
+		return err
+	}
+	st := &syncState{
+		job:           job,
+		pods:          pods,
+		active:        filterPods(pods, isPodActive),
+		uncountedSucc: sets.New(job.Status.UncountedTerminatedPods.Succeeded...),
+		uncountedFail: sets.New(job.Status.UncountedTerminatedPods.Failed...),
+		expectedRm:    c.finalizerExpectations.expected(k),
+	}
+	st.ready = countReady(st.active)
+	st.terminating = int32(len(filterPods(pods, isPodTerminating)))
+	active := int32(len(st.active))
+	newSucc, newFail := c.newFinishedPods(st)
+	st.succeeded = job.Status.Succeeded + int32(len(newSucc)) + int32(st.uncountedSucc.Len())
+	st.failed = job.Status.Failed + int32(countedFailures(job, newFail)) + int32(st.uncountedFail.Len())
+
+	now := c.clock.Now()
+	if job.Status.StartTime == nil && !suspended(job) {
+		t := metav1.NewTime(now)
+		job.Status.StartTime = &t
+	}
+	st.backoff = nextBackoffRecord(c.backoff.get(k), newSucc, newFail)
+
+	c.decideFinished(st)
+
+	var manageErr error
+	suspendChanged := false
+	if st.finished != nil {
+		deletedReady, deleted, err := c.deleteActive(ctx, job, st.active)
+		if deleted != active || !satisfied {
+			// Pods or finalizers may remain: finish in a later sync.
+			st.finished = nil
+		}
+		active -= deleted
+		st.terminating += deleted
+		st.ready -= deletedReady
+		manageErr = err
+	} else {
+		managed := false
+		if satisfied && job.DeletionTimestamp == nil {
+			active, manageErr = c.manage(ctx, st)
+			managed = true
+		}
+		complete := false
+		if job.Spec.Completions == nil {
+			complete = st.succeeded > 0 && active == 0
+		} else {
+			complete = st.succeeded >= *job.Spec.Completions && active == 0
+		}
+		switch {
+		case complete:
+			st.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, "Reached expected number of succeeded pods", now)
+		case managed && suspended(job):
+			var changed bool
+			job.Status.Conditions, changed = setCondition(job.Status.Conditions, batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended", now)
+			if changed {
+				suspendChanged = true
+				c.recorder.Event(job, corev1.EventTypeNormal, ReasonSuspended, "Job suspended")
+				// Scheduling directives may change while suspended; the
+				// deadline counts from the resume (MutableSchedulingDirectivesForSuspendedJobs).
+				job.Status.StartTime = nil
+			}
+		case managed:
+			var changed bool
+			job.Status.Conditions, changed = setCondition(job.Status.Conditions, batchv1.JobSuspended, corev1.ConditionFalse, "JobResumed", "Job resumed", now)
+			if changed {
+				suspendChanged = true
+				c.recorder.Event(job, corev1.EventTypeNormal, ReasonResumed, "Job resumed")
+				t := metav1.NewTime(now)
+				job.Status.StartTime = &t
+			}
+		}
+	}
+
+	needsFlush := suspendChanged || active != job.Status.Active || !ptr.Equal(&st.ready, job.Status.Ready) ||
+		!ptr.Equal(&st.terminating, job.Status.Terminating)
+	job.Status.Active = active
+	job.Status.Ready = ptr.To(st.ready)
+	job.Status.Terminating = ptr.To(st.terminating)
+	if err := c.trackStatus(ctx, st, needsFlush); err != nil {
+		return fmt.Errorf("tracking status of job %s: %w", k, err)
+	}
+	return manageErr
+}
+
+// decideFinished evaluates, in upstream's order, whether the Job has
+// failed or met its success criteria: earlier SuccessCriteriaMet and
+// FailureTarget conditions first, then the pod failure policy, the backoff
+// limit, the deadline, the per-index limits and the success policy.
+func (c *Controller) decideFinished(st *syncState) {
+	job, now := st.job, c.clock.Now()
+	st.finished = isTrueCondition(job, batchv1.JobSuccessCriteriaMet)
+	if st.finished == nil {
+		if ft := isTrueCondition(job, batchv1.JobFailureTarget); ft != nil {
+			st.finished = newCondition(batchv1.JobFailed, ft.Reason, ft.Message, now)
+		} else if msg := failJobMessage(job, st.pods); msg != "" {
+			st.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy, msg, now)
+		}
+	}
+	if st.finished == nil {
+		switch {
+		case st.failed > *job.Spec.BackoffLimit || pastBackoffLimitOnFailure(job, st.pods):
+			st.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit", now)
+		case c.pastActiveDeadline(job):
+			st.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, "Job was active longer than specified deadline", now)
+		case job.Spec.ActiveDeadlineSeconds != nil && !suspended(job) && job.Status.StartTime != nil:
+			left := time.Duration(*job.Spec.ActiveDeadlineSeconds)*time.Second - c.clock.Since(job.Status.StartTime.Time)
+			c.queue.AddAfter(key(job), left)
+		}
+	}
+	if !isIndexed(job) {
+		return
+	}
+	n := completions(job)
+	st.prevSucceededIndexes = parseIndexSet(job.Status.CompletedIndexes, n)
+	var newIxs []int
+	for _, p := range st.pods {
+		if ix := completionIndex(p); p.Status.Phase == corev1.PodSucceeded && validIndex(job, ix) && hasTrackingFinalizer(p) {
+			newIxs = append(newIxs, ix)
+		}
+	}
+	st.succeededIndexes = st.prevSucceededIndexes.with(newIxs...)
+	st.succeeded = int32(st.succeededIndexes.total())
+	if hasBackoffLimitPerIndex(job) {
+		var prev indexSet
+		if job.Status.FailedIndexes != nil {
+			prev = parseIndexSet(*job.Status.FailedIndexes, n)
+		}
+		var failedIxs []int
+		for _, p := range st.pods {
+			if ix := completionIndex(p); validIndex(job, ix) && hasTrackingFinalizer(p) && isIndexFailed(job, p) {
+				failedIxs = append(failedIxs, ix)
+			}
+		}
+		failed := prev.with(failedIxs...)
+		st.failedIndexes = &failed
+		if st.finished == nil {
+			if job.Spec.MaxFailedIndexes != nil && failed.total() > int(*job.Spec.MaxFailedIndexes) {
+				st.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
+			} else if failed.total() > 0 && failed.total()+st.succeededIndexes.total() >= n {
+				st.finished = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
+			}
+		}
+		st.delayedPerIndex = c.podsWithDelayedDeletion(st)
+	}
+	if st.finished == nil {
+		if msg, ok := matchSuccessPolicy(job.Spec.SuccessPolicy, n, st.succeededIndexes); ok {
+			st.finished = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
+		}
+	}
+}
+
+// isIndexFailed: the pod's index failed for good (FailIndex, or the
+// index's failures reached backoffLimitPerIndex).
+func isIndexFailed(job *batchv1.Job, p *corev1.Pod) bool {
+	if !isPodFailed(p, job) {
+		return false
+	}
+	m := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p)
+	if m.action != nil && *m.action == batchv1.PodFailurePolicyActionFailIndex {
+		return true
+	}
+	return m.countFailed && indexFailureCount(p) >= *job.Spec.BackoffLimitPerIndex
+}
+
+// podsWithDelayedDeletion picks, per index neither succeeded, failed nor
+// active, the failed pod its replacement inherits the failure count from.
+func (c *Controller) podsWithDelayedDeletion(st *syncState) map[int]*corev1.Pod {
+	activeIxs := sets.New(indexesOf(st.active)...)
+	out := map[int]*corev1.Pod{}
+	for _, p := range c.validPods(st, nil) {
+		if !isPodFailed(p, st.job) {
+			continue
+		}
+		ix := completionIndex(p)
+		if st.succeededIndexes.has(ix) || st.failedIndexes.has(ix) || activeIxs.Has(ix) {
+			continue
+		}
+		if last, ok := out[ix]; ok {
+			if indexAbsoluteFailureCount(last) <= indexAbsoluteFailureCount(p) && !finishedTime(p).Before(finishedTime(last)) {
+				out[ix] = p
+			}
+		} else {
+			out[ix] = p
+		}
+	}
+	return out
+}
+
+// validPods are the pods with a tracking finalizer not yet counted (not in
+// uncounted, finalizer removal not pending) and, for Indexed Jobs, a valid
+// index.
+func (c *Controller) validPods(st *syncState, uncounted sets.Set[types.UID]) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range st.pods {
+		if !hasTrackingFinalizer(p) || uncounted.Has(p.UID) || st.expectedRm.Has(p.UID) {
+			continue
+		}
+		if isIndexed(st.job) && !validIndex(st.job, completionIndex(p)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *Controller) newFinishedPods(st *syncState) (succeeded, failed []*corev1.Pod) {
+	for _, p := range c.validPods(st, st.uncountedSucc) {
+		if p.Status.Phase == corev1.PodSucceeded {
+			succeeded = append(succeeded, p)
+		}
+	}
+	for _, p := range c.validPods(st, st.uncountedFail) {
+		if isPodFailed(p, st.job) {
+			failed = append(failed, p)
+		}
+	}
+	return succeeded, failed
+}
+
+// countedFailures is the failed pods the pod failure policy does not ignore.
+func countedFailures(job *batchv1.Job, failed []*corev1.Pod) int {
+	n := 0
+	for _, p := range failed {
+		if matchPodFailurePolicy(job.Spec.PodFailurePolicy, p).countFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// failJobMessage is the message of the first failed pod that a FailJob
+// rule matches, or "".
+func failJobMessage(job *batchv1.Job, pods []*corev1.Pod) string {
+	if job.Spec.PodFailurePolicy == nil {
+		return ""
+	}
+	for _, p := range pods {
+		if isPodFailed(p, job) {
+			if m := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p); m.failJobMessage != "" {
+				return m.failJobMessage
+			}
+		}
+	}
+	return ""
+}
+
+// pastBackoffLimitOnFailure sums the container restarts of running and
+// pending pods of an OnFailure Job against the backoff limit.
+func pastBackoffLimitOnFailure(job *batchv1.Job, pods []*corev1.Pod) bool {
+	if job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		return false
+	}
+	var n int32
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending {
+			continue
+		}
+		for _, cs := range p.Status.InitContainerStatuses {
+			n += cs.RestartCount
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	if *job.Spec.BackoffLimit == 0 {
+		return n > 0
+	}
+	return n >= *job.Spec.BackoffLimit
+}
+
+func (c *Controller) pastActiveDeadline(job *batchv1.Job) bool {
+	if job.Spec.ActiveDeadlineSeconds == nil || job.Status.StartTime == nil || suspended(job) {
+		return false
+	}
+	return c.clock.Since(job.Status.StartTime.Time) >= time.Duration(*job.Spec.ActiveDeadlineSeconds)*time.Second
+}
+
+// podsForJob returns the pods the Job owns, adopting matching orphans
+// (ownerReference and tracking finalizer) and releasing owned pods that no
+// longer match. Adoption is re-checked against a live read of the Job.
+func (c *Controller) podsForJob(ctx context.Context, job *batchv1.Job) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("job %s selector: %w", key(job), err)
+	}
+	owned, err := c.podIndex.ByIndex(podIndexName, string(job.UID))
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := c.podIndex.ByIndex(podIndexName, "orphan/"+job.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out      []*corev1.Pod
+		errs     []error
+		canAdopt *bool
+	)
+	for _, o := range owned {
+		p := o.(*corev1.Pod)
+		if p.Namespace != job.Namespace {
+			continue
+		}
+		if sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+			continue
+		}
+		if job.DeletionTimestamp != nil {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"$deleteFromPrimitiveList/finalizers":[%q],"uid":%q}}`,
+			job.UID, batchv1.JobTrackingFinalizer, p.UID)
+		if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
+			errs = append(errs, fmt.Errorf("release pod %s: %w", p.Name, err))
+		}
+	}
+	for _, o := range orphans {
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp != nil || job.DeletionTimestamp != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if canAdopt == nil {
+			fresh, err := c.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			ok := err == nil && fresh.UID == job.UID && fresh.DeletionTimestamp == nil
+			canAdopt = &ok
+		}
+		if !*canAdopt {
+			break
+		}
+		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"finalizers":[%q],"uid":%q}}`,
+			jobKind.GroupVersion().String(), jobKind.Kind, job.Name, job.UID, batchv1.JobTrackingFinalizer, p.UID)
+		adopted, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("adopt pod %s: %w", p.Name, err))
+			}
+			continue
+		}
+		out = append(out, adopted)
+	}
+	return out, errors.Join(errs...)
+}
+
+// deleteActive deletes pods keeping their finalizers (trackStatus counts
+// and releases them); it returns the deleted ready pods and all deleted.
+func (c *Controller) deleteActive(ctx context.Context, job *batchv1.Job, pods []*corev1.Pod) (int32, int32, error) {
+	var (
+		deletedReady atomic.Int32
+		deleted      atomic.Int32
+		mu           sync.Mutex
+		errs         []error
+		wg           sync.WaitGroup
+	)
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.deletePodOf(ctx, job, p); err != nil && !apierrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			deleted.Add(1)
+			if isPodReady(p) {
+				deletedReady.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return deletedReady.Load(), deleted.Load(), errors.Join(errs...)
+}
+
+// deleteJobPods removes the finalizer of each pod, then deletes it (pods
+// deleted because of parallelism or suspend are not counted as failures).
+func (c *Controller) deleteJobPods(ctx context.Context, job *batchv1.Job, pods []*corev1.Pod) (int32, int32, error) {
+	k := key(job)
+	var (
+		deletedReady atomic.Int32
+		deleted      atomic.Int32
+		mu           sync.Mutex
+		errs         []error
+		wg           sync.WaitGroup
+	)
+	fail := func(err error) {
+		c.expectations.deletionObserved(k)
+		if !apierrors.IsNotFound(err) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if patch := removeFinalizerPatch(p); patch != nil {
+				if _, err := c.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					fail(fmt.Errorf("remove tracking finalizer of %s: %w", p.Name, err))
+					return
+				}
+			}
+			if err := c.deletePodOf(ctx, job, p); err != nil {
+				fail(err)
+				if !apierrors.IsNotFound(err) {
+					return
+				}
+			}
+			deleted.Add(1)
+			if isPodReady(p) {
+				deletedReady.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return deletedReady.Load(), deleted.Load(), errors.Join(errs...)
+}
+
+func (c *Controller) deletePodOf(ctx context.Context, job *batchv1.Job, p *corev1.Pod) error {
+	err := c.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting: %v", err)
+		return fmt.Errorf("delete pod %s: %w", p.Name, err)
+	}
+	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted pod: %v", p.Name)
+	return nil
+}
+
+// manage creates or deletes pods so that the Job runs as many as it
+// should; it returns the new active count.
+func (c *Controller) manage(ctx context.Context, st *syncState) (int32, error) {
+	job, k := st.job, key(st.job)
+	active := int32(len(st.active))
+	parallelism := *job.Spec.Parallelism
+
+	if suspended(job) {
+		rm := podsToRemove(job, st.active, int(active))
+		c.expectations.expect(k, 0, len(rm))
+		ready, removed, err := c.deleteJobPods(ctx, job, rm)
+		st.terminating += removed
+		st.ready -= ready
+		return active - removed, err
+	}
+
+	var want int32
+	if job.Spec.Completions == nil {
+		want = parallelism
+		if st.succeeded > 0 {
+			want = active // after a success, let the rest finish
+		}
+	} else {
+		want = max(0, min(*job.Spec.Completions-st.succeeded, parallelism))
+	}
+
+	rm := podsToRemove(job, st.active, int(max(0, active-want)))
+	if len(rm) > MaxPodCreateDeletePerSync {
+		rm = rm[:MaxPodCreateDeletePerSync]
+	}
+	if len(rm) > 0 {
+		c.expectations.expect(k, 0, len(rm))
+		ready, removed, err := c.deleteJobPods(ctx, job, rm)
+		st.terminating += removed
+		st.ready -= ready
+		return active - removed, err
+	}
+
+	var terminating int32
+	if onlyReplaceFailedPods(job) {
+		terminating = st.terminating
+	}
+	diff := want - terminating - active
+	if diff <= 0 {
+		return active, nil
+	}
+	if !hasBackoffLimitPerIndex(job) {
+		if left := remainingBackoff(c.clock.Now(), DefaultPodFailureBackoff, MaxPodFailureBackoff, st.backoff.failuresAfterLastSuccess, st.backoff.lastFailureTime); left > 0 {
+			c.queue.AddAfter(k, max(left, SyncBatchPeriod))
+			return active, nil
+		}
+	}
+	diff = min(diff, MaxPodCreateDeletePerSync)
+
+	var indexes []int
+	if isIndexed(job) {
+		taken := st.succeededIndexes.with(indexesOf(st.active)...)
+		if onlyReplaceFailedPods(job) {
+			taken = taken.with(indexesOf(filterPods(st.pods, isPodTerminating))...)
+		}
+		if st.failedIndexes != nil {
+			taken = taken.union(*st.failedIndexes)
+		}
+		indexes = firstPendingIndexes(taken, int(diff), completions(job))
+		if hasBackoffLimitPerIndex(job) {
+			var wait time.Duration
+			indexes, wait = c.indexesReadyToCreate(indexes, st.delayedPerIndex)
+			if wait > 0 {
+				c.queue.AddAfter(k, max(wait, SyncBatchPeriod))
+				return active, nil
+			}
+		}
+		diff = int32(len(indexes))
+	}
+	if diff == 0 {
+		return active, nil
+	}
+
+	template := job.Spec.Template.DeepCopy()
+	if isIndexed(job) {
+		addIndexEnv(&template.Spec)
+	}
+	if !hasTrackingFinalizerIn(template.Finalizers) {
+		template.Finalizers = append(template.Finalizers, batchv1.JobTrackingFinalizer)
+	}
+
+	c.expectations.expect(k, int(diff), 0)
+	var (
+		created atomic.Int32
+		mu      sync.Mutex
+		errs    []error
+	)
+	next := 0
+	remaining := int(diff)
+	for batch := min(remaining, 1); batch > 0; batch = min(2*batch, remaining) {
+		errsBefore := len(errs)
+		var wg sync.WaitGroup
+		for range batch {
+			ix := noIndex
+			if next < len(indexes) {
+				ix = indexes[next]
+			}
+			next++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.createPod(ctx, st, template, ix); err != nil {
+					c.expectations.creationObserved(k)
+					if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+						return
+					}
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				created.Add(1)
+			}()
+		}
+		wg.Wait()
+		remaining -= batch
+		if len(errs) > errsBefore && remaining > 0 {
+			for range remaining {
+				c.expectations.creationObserved(k)
+			}
+			break
+		}
+	}
+	return active + created.Load(), errors.Join(errs...)
+}
+
+func hasTrackingFinalizerIn(fs []string) bool {
+	for _, f := range fs {
+		if f == batchv1.JobTrackingFinalizer {
+			return true
+		}
+	}
+	return false
+}
+
+// indexesReadyToCreate keeps the indexes whose per-index backoff has
+// passed; when none has, it returns the shortest wait.
+func (c *Controller) indexesReadyToCreate(indexes []int, delayed map[int]*corev1.Pod) ([]int, time.Duration) {
+	var ready []int
+	var wait *time.Duration
+	now := c.clock.Now()
+	for _, ix := range indexes {
+		left := time.Duration(0)
+		if p := delayed[ix]; p != nil {
+			t := finishedTime(p)
+			left = remainingBackoff(now, DefaultPodFailureBackoff, MaxPodFailureBackoff, indexAbsoluteFailureCount(p)+1, &t)
+		}
+		if left == 0 {
+			ready = append(ready, ix)
+		} else if wait == nil || left < *wait {
+			wait = &left
+		}
+	}
+	if len(ready) > 0 {
+		return ready, 0
+	}
+	return nil, ptr.Deref(wait, 0)
+}
+
+// createPod creates one pod from template (index ix for Indexed Jobs).
+func (c *Controller) createPod(ctx context.Context, st *syncState, template *corev1.PodTemplateSpec, ix int) error {
+	job := st.job
+	t := template
+	generateName := job.Name + "-"
+	if ix != noIndex {
+		t = template.DeepCopy()
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		if t.Labels == nil {
+			t.Labels = map[string]string{}
+		}
+		t.Annotations[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(ix)
+		t.Labels[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(ix)
+		t.Spec.Hostname = fmt.Sprintf("%s-%d", job.Name, ix)
+		generateName = podGenerateName(job.Name, ix)
+		if hasBackoffLimitPerIndex(job) {
+			failures, ignored := nextIndexFailureCounts(job, st.delayedPerIndex[ix])
+			t.Annotations[batchv1.JobIndexFailureCountAnnotation] = strconv.Itoa(int(failures))
+			if ignored > 0 {
+				t.Annotations[batchv1.JobIndexIgnoredFailureCountAnnotation] = strconv.Itoa(int(ignored))
+			}
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    generateName,
+			Namespace:       job.Namespace,
+			Labels:          t.Labels,
+			Annotations:     t.Annotations,
+			Finalizers:      t.Finalizers,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, jobKind)},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+	if len(pod.Labels) == 0 {
+		err := errors.New("unable to create pods, no labels")
+		c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
+		return err
+	}
+	out, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		if !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			c.recorder.Eventf(job, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating: %v", err)
+		}
+		return fmt.Errorf("create pod for job %s: %w", key(job), err)
+	}
+	c.recorder.Eventf(job, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created pod: %v", out.Name)
+	return nil
+}
+
+// nextIndexFailureCounts are the failure counts a replacement inherits from
+// the failed pod it replaces.
+func nextIndexFailureCounts(job *batchv1.Job, replaced *corev1.Pod) (int32, int32) {
+	if replaced == nil {
+		return 0, 0
+	}
+	failures := indexFailureCount(replaced)
+	ignored := annotationInt32(replaced, batchv1.JobIndexIgnoredFailureCountAnnotation)
+	if matchPodFailurePolicy(job.Spec.PodFailurePolicy, replaced).countFailed {
+		failures++
+	} else {
+		ignored++
+	}
+	return failures, ignored
+}
