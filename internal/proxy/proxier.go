@@ -243,7 +243,11 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 			return err
 		}
 	}
-	if err := p.opts.Runner.Apply(ctx, want.Transaction(p.prev, existing)); err != nil {
+	// A transaction started is finished even when ctx ends (it is atomic
+	// in the kernel anyway), so that shutdown never reports a failure.
+	applyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := p.opts.Runner.Apply(applyCtx, want.Transaction(p.prev, existing)); err != nil {
 		p.prev = nil
 		return err
 	}
