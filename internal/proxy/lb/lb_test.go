@@ -95,5 +95,3 @@ func TestAllocator(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
-
-
