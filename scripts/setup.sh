@@ -7,13 +7,17 @@ cd "$(dirname "$0")/.."
 
 # ---------------------------------------------------------------------------
 # Debian packages Skiff needs at run or test time.
-# ADD PACKAGES HERE, one a line, with a comment saying what needs them. Later:
-#   runc                       (kubelet: containers via containerd)
-#   containernetworking-plugins (kubelet: CNI bridge, host-local, loopback)
-#   nftables                   (service proxy)
-#   iproute2                   (network namespaces in tests)
+# ADD PACKAGES HERE, one a line, with a comment saying what needs them.
 # ---------------------------------------------------------------------------
 APT_PACKAGES=(
+	runc                        # node agent: containerd runs every container with /usr/sbin/runc
+	containernetworking-plugins # node agent: CNI bridge, host-local, portmap, loopback in /usr/lib/cni
+	nftables                    # service proxy and pod masquerade rules
+	iproute2                    # node agent routes; network namespaces in multi-node tests
+	iptables                    # CNI portmap and bridge ipMasq call iptables
+	conntrack                   # service proxy: flush stale UDP conntrack entries
+	busybox-static              # test images: internal/testing/images packs /bin/busybox
+	util-linux                  # nsenter/mount/unshare in agent tests
 )
 
 log() { echo "setup: $*" >&2; }

@@ -4,7 +4,10 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	agentcmd "github.com/skiff-sh/skiff/internal/cli/agent"
+	containerdcmd "github.com/skiff-sh/skiff/internal/cli/containerd"
 	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
+	imagecmd "github.com/skiff-sh/skiff/internal/cli/image"
 	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	schedulercmd "github.com/skiff-sh/skiff/internal/cli/scheduler"
 	"github.com/skiff-sh/skiff/internal/cli/server"
@@ -21,10 +24,13 @@ func NewCommand() *cobra.Command {
 
   skiff server              run the control plane on this machine: etcd, API
                             server, controller manager and scheduler
+  skiff agent               run a node agent (kubelet, containerd) joined to a cluster
   skiff kubectl             run kubectl against it
   skiff controller-manager  run only the controllers, against a kubeconfig
   skiff scheduler           run only the scheduler, against a kubeconfig
-  skiff simulate            run simulated nodes (no containers) for scale tests`,
+  skiff simulate            run simulated nodes (no containers) for scale tests
+  skiff image               import, list and remove the node agent's images
+  skiff containerd          the containerd built into skiff (run by the agent)`,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -33,5 +39,7 @@ func NewCommand() *cobra.Command {
 	cmd.AddCommand(controllermanager.NewCommand())
 	cmd.AddCommand(simulatecmd.NewCommand())
 	cmd.AddCommand(schedulercmd.NewCommand())
+	cmd.AddCommand(containerdcmd.NewCommand(), imagecmd.NewCommand())
+	cmd.AddCommand(agentcmd.NewCommand())
 	return cmd
 }
