@@ -12,8 +12,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,17 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name (queue, --controllers, user agent).
@@ -52,17 +49,16 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	recorder  record.EventRecorder
 	clock     clock.Clock
-	queue     workqueue.TypedRateLimitingInterface[string]
-	workers   int
+	queue     *worker.Queue[string]
 }
 
 // New builds the Deployment controller (a controllercontext.InitFunc).
 func New(_ context.Context, cc controllercontext.Context) (controllercontext.Controller, error) {
-	return NewController(cc), nil
+	return NewController(cc)
 }
 
 // NewController builds the controller; exported for tests.
-func NewController(cc controllercontext.Context) *Controller {
+func NewController(cc controllercontext.Context) (*Controller, error) {
 	var clk clock.Clock = clock.RealClock{}
 	if cc.Clock != nil {
 		clk = cc.Clock
@@ -86,68 +82,33 @@ func NewController(cc controllercontext.Context) *Controller {
 		synced:    []cache.InformerSynced{ds.Informer().HasSynced, rss.Informer().HasSynced, pods.Informer().HasSynced},
 		recorder:  recorder,
 		clock:     clk,
-		workers:   workers,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 	}
-	_, _ = ds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.queue = worker.NewQueue(Name, c.Sync, worker.Options[string]{Workers: workers, Clock: cc.Clock})
+	if _, err := ds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
 		DeleteFunc: c.enqueue,
-	})
-	_, _ = rss.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("deployment: deployment handler: %w", err)
+	}
+	if _, err := rss.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addReplicaSet,
 		UpdateFunc: c.updateReplicaSet,
 		DeleteFunc: c.deleteReplicaSet,
-	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("deployment: replicaset handler: %w", err)
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: c.deletePod,
-	})
-	return c
+	}); err != nil {
+		return nil, fmt.Errorf("deployment: pod handler: %w", err)
+	}
+	return c, nil
 }
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return nil
-	}
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, func(ctx context.Context) {
-				for c.processNext(ctx) {
-				}
-			}, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Sync(ctx, key); err != nil {
-		if apierrors.IsConflict(err) {
-			klog.FromContext(ctx).V(2).Info("Sync hit a conflict; retrying", "deployment", key, "err", err)
-		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "deployment", key)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
 // --- event handlers

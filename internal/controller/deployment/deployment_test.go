@@ -39,7 +39,11 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	f := &fixture{client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100), clock: clocktesting.NewFakeClock(now)}
 	inf := informers.NewSharedInformerFactory(f.client, 0)
 	f.informer = inf
-	f.c = NewController(controllercontext.Context{Client: f.client, Informers: inf, Recorder: f.recorder, Clock: f.clock})
+	c, err := NewController(controllercontext.Context{Client: f.client, Informers: inf, Recorder: f.recorder, Clock: f.clock})
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	f.c = c
 	for _, o := range objs {
 		var err error
 		switch o := o.(type) {

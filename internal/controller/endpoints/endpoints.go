@@ -10,27 +10,22 @@ package endpoints
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -52,8 +47,7 @@ type Controller struct {
 	podLister corelisters.PodLister
 	epLister  corelisters.EndpointsLister
 	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
-	workers   int
+	queue     *worker.Queue[string]
 }
 
 // New builds the controller and registers its informers.
@@ -67,13 +61,12 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		podLister: podInf.Lister(),
 		epLister:  epInf.Lister(),
 		synced:    []cache.InformerSynced{svcInf.Informer().HasSynced, podInf.Informer().HasSynced, epInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: cc.Clock}),
-		workers: 5,
 	}
+	workers := 5
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
-		c.workers = n
+		workers = n
 	}
+	c.queue = worker.NewQueue(Name, c.sync, worker.Options[string]{Workers: workers, Clock: cc.Clock})
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -101,32 +94,7 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return errors.New("endpoints: caches did not sync")
-	}
-	for i := 0; i < c.workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		if err := c.sync(ctx, key); err != nil {
-			klog.FromContext(ctx).V(2).Info("endpoints sync failed, retrying", "service", key, "err", err)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
+	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
 func (c *Controller) enqueuePodServices(obj, old any) {

@@ -12,23 +12,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -48,8 +44,7 @@ type Controller struct {
 	nodeLister  corelisters.NodeLister
 	sliceLister discoverylisters.EndpointSliceLister
 	synced      []cache.InformerSynced
-	queue       workqueue.TypedRateLimitingInterface[string]
-	workers     int
+	queue       *worker.Queue[string]
 	max         int
 }
 
@@ -67,14 +62,13 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		sliceLister: sliceInf.Lister(),
 		synced: []cache.InformerSynced{svcInf.Informer().HasSynced, podInf.Informer().HasSynced,
 			nodeInf.Informer().HasSynced, sliceInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: cc.Clock}),
-		workers: 5,
-		max:     MaxEndpointsPerSlice,
+		max: MaxEndpointsPerSlice,
 	}
+	workers := 5
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
-		c.workers = n
+		workers = n
 	}
+	c.queue = worker.NewQueue(Name, c.sync, worker.Options[string]{Workers: workers, Clock: cc.Clock})
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
@@ -108,32 +102,7 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return errors.New("endpointslice: caches did not sync")
-	}
-	for i := 0; i < c.workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		if err := c.sync(ctx, key); err != nil {
-			klog.FromContext(ctx).V(2).Info("endpointslice sync failed, retrying", "service", key, "err", err)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
+	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
 func (c *Controller) enqueueObject(obj any) {

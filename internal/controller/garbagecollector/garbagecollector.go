@@ -26,19 +26,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -83,14 +81,13 @@ type Controller struct {
 	discovery discovery.DiscoveryInterface
 	factory   metadatainformer.SharedInformerFactory
 	clock     clock.WithTicker
-	workers   int
 
 	mu       sync.RWMutex
 	monitors map[schema.GroupResource]*monitor
 	mapper   meta.RESTMapper
 
-	deleteQueue workqueue.TypedRateLimitingInterface[objectRef]
-	orphanQueue workqueue.TypedRateLimitingInterface[objectRef]
+	deleteQueue *worker.Queue[objectRef]
+	orphanQueue *worker.Queue[objectRef]
 }
 
 // New builds the collector and its initial monitors from discovery.
@@ -103,19 +100,18 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		discovery: cc.Client.Discovery(),
 		factory:   cc.MetadataInformers,
 		clock:     cc.Clock,
-		workers:   20,
 		monitors:  map[schema.GroupResource]*monitor{},
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
+	workers := 20
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
-		c.workers = n
+		workers = n
 	}
-	c.deleteQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objectRef](),
-		workqueue.TypedRateLimitingQueueConfig[objectRef]{Name: "garbage_collector_attempt_to_delete", Clock: c.clock})
-	c.orphanQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[objectRef](),
-		workqueue.TypedRateLimitingQueueConfig[objectRef]{Name: "garbage_collector_attempt_to_orphan", Clock: c.clock})
+	opts := worker.Options[objectRef]{Workers: workers, Clock: c.clock}
+	c.deleteQueue = worker.NewQueue("garbage_collector_attempt_to_delete", c.attemptToDelete, opts)
+	c.orphanQueue = worker.NewQueue("garbage_collector_attempt_to_orphan", c.attemptToOrphan, opts)
 	if err := c.resync(ctx); err != nil {
 		// Partial discovery is fine: the periodic resync fills the gaps.
 		klog.FromContext(ctx).Info("garbage collector: discovery incomplete", "err", err)
@@ -126,23 +122,18 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 // Start waits for the monitors, runs the workers and rediscovers every
 // ResyncPeriod until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.deleteQueue.ShutDown()
-	defer c.orphanQueue.ShutDown()
 	c.factory.Start(ctx.Done())
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced()...) {
-		return errors.New("garbagecollector: caches did not sync")
-	}
-	for i := 0; i < c.workers; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.runQueue(ctx, c.deleteQueue, c.attemptToDelete) }, time.Second)
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.runQueue(ctx, c.orphanQueue, c.attemptToOrphan) }, time.Second)
-	}
+	return worker.Run(ctx, Name, c.synced(), c.deleteQueue, c.orphanQueue, worker.LoopFunc(c.rediscover))
+}
+
+// rediscover adds monitors for resources that appeared, every ResyncPeriod.
+func (c *Controller) rediscover(ctx context.Context) {
 	t := c.clock.NewTicker(ResyncPeriod)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C():
 			if err := c.resync(ctx); err != nil {
 				klog.FromContext(ctx).V(2).Info("garbage collector: discovery incomplete", "err", err)
@@ -160,23 +151,6 @@ func (c *Controller) synced() []cache.InformerSynced {
 		out = append(out, m.informer.HasSynced)
 	}
 	return out
-}
-
-func (c *Controller) runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[objectRef], fn func(context.Context, objectRef) error) {
-	for {
-		ref, quit := q.Get()
-		if quit {
-			return
-		}
-		err := fn(ctx, ref)
-		if err != nil {
-			klog.FromContext(ctx).V(2).Info("garbage collector: retrying", "object", ref.String(), "err", err)
-			q.AddRateLimited(ref)
-		} else {
-			q.Forget(ref)
-		}
-		q.Done(ref)
-	}
 }
 
 // resync reads discovery, refreshes the REST mapper and adds a monitor

@@ -18,19 +18,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -48,8 +46,7 @@ type Controller struct {
 	clock     clock.Clock
 	nsLister  corelisters.NamespaceLister
 	synced    cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
-	workers   int
+	queue     *worker.Queue[string]
 }
 
 // New builds the controller from cc (Client, Metadata and the namespace
@@ -66,17 +63,19 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		clock:     cc.Clock,
 		nsLister:  inf.Lister(),
 		synced:    inf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: cc.Clock}),
-		workers: 10,
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
+	workers := 10
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
-		c.workers = n
+		workers = n
 	}
+	c.queue = worker.NewQueue(Name, c.sync, worker.Options[string]{
+		Workers:     workers,
+		Clock:       cc.Clock,
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
+	})
 	enqueue := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil {
 			c.queue.Add(ns.Name)
@@ -93,49 +92,17 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) {
-		return errors.New("namespace: caches did not sync")
-	}
-	for i := 0; i < c.workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-	return nil
+	return worker.Run(ctx, Name, []cache.InformerSynced{c.synced}, c.queue)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	err := c.sync(ctx, key)
-	var remaining *remainingError
-	switch {
-	case err == nil:
-		c.queue.Forget(key)
-	case errors.As(err, &remaining):
-		klog.FromContext(ctx).V(4).Info("namespace content remains", "namespace", key, "detail", err)
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, RemainingRequeue)
-	default:
-		klog.FromContext(ctx).V(2).Info("namespace deletion failed, retrying", "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-	}
-	return true
-}
-
-// remainingError means the content is going away but is not gone yet.
+// remainingError means the content is going away but is not gone yet:
+// the namespace is looked at again after RemainingRequeue, which is not a
+// failure.
 type remainingError struct{ what string }
 
 func (e *remainingError) Error() string { return "content remaining: " + e.what }
+
+func (e *remainingError) Unwrap() error { return worker.RequeueAfter(RemainingRequeue) }
 
 // sync deletes the content of namespace name if it is being deleted, and
 // finalizes it once empty.

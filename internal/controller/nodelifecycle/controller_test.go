@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 func controllercontextOptions() controllercontext.Options { return controllercontext.Options{} }
@@ -84,10 +85,14 @@ func TestUnreachableNodeIsTaintedAndPodsEvicted(t *testing.T) {
 		n, err := c.nodeLister.Get("dead")
 		return err == nil && hasNoExecute(n, &UnreachableNoExecute)
 	})
-	for _, key := range []string{"ns/intolerant", "ns/tolerant"} {
-		if err := c.syncPod(ctx, key); err != nil {
-			t.Fatal(err)
-		}
+	if err := c.syncPod(ctx, "ns/intolerant"); err != nil {
+		t.Fatal(err)
+	}
+	// The tolerant pod is looked at again once its 300 s have run out
+	// (counted from the end of the taint's second).
+	err = c.syncPod(ctx, "ns/tolerant")
+	if after, ok := worker.RequeueDelay(err); !ok || after != 301*time.Second {
+		t.Fatalf("sync of the tolerant pod = %v, want a requeue after 5m1s", err)
 	}
 	if _, err := cs.CoreV1().Pods("ns").Get(ctx, "intolerant", metav1.GetOptions{}); err == nil {
 		t.Error("pod without toleration not evicted")

@@ -20,7 +20,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,19 +28,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -114,8 +111,8 @@ type Controller struct {
 
 	// nodeQueue reconciles taints that need no rate limit; podQueue runs
 	// the NoExecute eviction of pods.
-	nodeQueue workqueue.TypedRateLimitingInterface[string]
-	podQueue  workqueue.TypedRateLimitingInterface[string]
+	nodeQueue *worker.Queue[string]
+	podQueue  *worker.Queue[string]
 
 	mu     sync.Mutex
 	health map[string]*health
@@ -156,10 +153,8 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 	if c.recorder == nil {
 		c.recorder = &record.FakeRecorder{}
 	}
-	c.nodeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "node_lifecycle_controller", Clock: c.clock})
-	c.podQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "noexecute_taint_eviction", Clock: c.clock})
+	c.nodeQueue = worker.NewQueue("node_lifecycle_controller", c.syncNode, worker.Options[string]{Workers: 4, Clock: c.clock})
+	c.podQueue = worker.NewQueue("noexecute_taint_eviction", c.syncPod, worker.Options[string]{Workers: 4, Clock: c.clock})
 	if _, ok := c.podIndexer.GetIndexers()[nodeNameIndex]; ok {
 		c.podIndexed = true
 	} else if err := podInf.Informer().AddIndexers(cache.Indexers{nodeNameIndex: func(obj any) ([]string, error) {
@@ -242,16 +237,12 @@ func (c *Controller) podsOn(node string) []*corev1.Pod {
 // Start runs the health monitor, the zone tainters and the workers until
 // ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.nodeQueue.ShutDown()
-	defer c.podQueue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return errors.New("nodelifecycle: caches did not sync")
-	}
-	for i := 0; i < 4; i++ {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.run(ctx, c.nodeQueue, c.syncNode) }, time.Second)
-		go wait.UntilWithContext(ctx, func(ctx context.Context) { c.run(ctx, c.podQueue, c.syncPod) }, time.Second)
-	}
+	return worker.Run(ctx, Name, c.synced, c.nodeQueue, c.podQueue, worker.LoopFunc(c.watch))
+}
+
+// watch checks node health every NodeMonitorPeriod and drains the zone
+// tainters every EvictionPeriod until ctx is done.
+func (c *Controller) watch(ctx context.Context) {
 	monitor := c.clock.NewTicker(c.opts.NodeMonitorPeriod)
 	defer monitor.Stop()
 	evict := c.clock.NewTicker(EvictionPeriod)
@@ -260,28 +251,12 @@ func (c *Controller) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-monitor.C():
 			c.monitor(ctx)
 		case <-evict.C():
 			c.taintZones(ctx)
 		}
-	}
-}
-
-func (c *Controller) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], fn func(context.Context, string) error) {
-	for {
-		key, quit := q.Get()
-		if quit {
-			return
-		}
-		if err := fn(ctx, key); err != nil {
-			klog.FromContext(ctx).V(2).Info("node lifecycle: retrying", "key", key, "err", err)
-			q.AddRateLimited(key)
-		} else {
-			q.Forget(key)
-		}
-		q.Done(key)
 	}
 }
 
@@ -548,8 +523,7 @@ func (c *Controller) syncPod(ctx context.Context, key string) error {
 		return nil
 	}
 	if at.After(now) {
-		c.podQueue.AddAfter(key, at.Sub(now))
-		return nil
+		return worker.RequeueAfter(at.Sub(now))
 	}
 	c.recorder.Eventf(pod, corev1.EventTypeNormal, "TaintManagerEviction", "Marking for deletion Pod %s", key)
 	uid := pod.UID

@@ -24,7 +24,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -87,10 +87,11 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start collects every GCPeriod until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return errors.New("podgc: caches did not sync")
-	}
+	return worker.Run(ctx, Name, c.synced, worker.LoopFunc(c.loop))
+}
+
+// loop collects at once, then every GCPeriod until ctx is done.
+func (c *Controller) loop(ctx context.Context) {
 	t := c.clock.NewTicker(GCPeriod)
 	defer t.Stop()
 	for {
@@ -99,7 +100,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C():
 		}
 	}

@@ -28,16 +28,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 const (
@@ -61,23 +60,22 @@ type Controller struct {
 	podsSynced   cache.InformerSynced
 	recorder     record.EventRecorder
 	clock        clock.PassiveClock
-	queue        workqueue.TypedRateLimitingInterface[string]
+	queue        *worker.Queue[string]
 	expectations *Expectations
-	workers      int
 }
 
 // New builds the ReplicaSet controller (a controllercontext.InitFunc).
 func New(_ context.Context, cc controllercontext.Context) (controllercontext.Controller, error) {
-	return newController(cc, replicaSetKind(cc.Client, cc.Informers)), nil
+	return newController(cc, replicaSetKind(cc.Client, cc.Informers))
 }
 
 // NewForReplicationControllers builds the same controller over
 // ReplicationControllers (a controllercontext.InitFunc).
 func NewForReplicationControllers(_ context.Context, cc controllercontext.Context) (controllercontext.Controller, error) {
-	return newController(cc, replicationControllerKind(cc.Client, cc.Informers)), nil
+	return newController(cc, replicationControllerKind(cc.Client, cc.Informers))
 }
 
-func newController(cc controllercontext.Context, k kind) *Controller {
+func newController(cc controllercontext.Context, k kind) (*Controller, error) {
 	var clk clock.PassiveClock = clock.RealClock{}
 	if cc.Clock != nil {
 		clk = cc.Clock
@@ -99,69 +97,29 @@ func newController(cc controllercontext.Context, k kind) *Controller {
 		recorder:     recorder,
 		clock:        clk,
 		expectations: NewExpectations(clk),
-		workers:      workers,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: k.name}),
 	}
-	_, _ = k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.queue = worker.NewQueue(k.name, c.Sync, worker.Options[string]{Workers: workers, Clock: cc.Clock})
+	if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(obj) },
 		UpdateFunc: c.updateOwner,
 		DeleteFunc: c.deleteOwner,
-	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("%s: %s handler: %w", k.name, k.gvk.Kind, err)
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: c.deletePod,
-	})
-	return c
+	}); err != nil {
+		return nil, fmt.Errorf("%s: pod handler: %w", k.name, err)
+	}
+	return c, nil
 }
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.kind.informer.HasSynced, c.podsSynced) {
-		return nil
-	}
-	logger.V(1).Info("Starting workers", "kind", c.kind.gvk.Kind, "workers", c.workers)
-	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wait.UntilWithContext(ctx, c.worker, time.Second)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.Sync(ctx, key); err != nil {
-		if apierrors.IsConflict(err) {
-			klog.FromContext(ctx).V(2).Info("Sync hit a conflict; retrying", "kind", c.kind.gvk.Kind, "key", key, "err", err)
-		} else {
-			utilruntime.HandleErrorWithContext(ctx, err, "Sync failed", "kind", c.kind.gvk.Kind, "key", key)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	klog.FromContext(ctx).V(1).Info("Starting workers", "kind", c.kind.gvk.Kind, "workers", c.queue.Workers())
+	return worker.Run(ctx, c.kind.name, []cache.InformerSynced{c.kind.informer.HasSynced, c.podsSynced}, c.queue)
 }
 
 // --- event handlers: they only enqueue keys and note observations.

@@ -50,11 +50,13 @@ func newFixture(t *testing.T, rc bool, objs ...runtime.Object) *fixture {
 	})
 	f.informer = informers.NewSharedInformerFactory(f.client, 0)
 	cc := controllercontext.Context{Client: f.client, Informers: f.informer, Recorder: f.recorder, Clock: f.clock}
-	var ctrl controllercontext.Controller
+	build := New
 	if rc {
-		ctrl, _ = NewForReplicationControllers(context.Background(), cc)
-	} else {
-		ctrl, _ = New(context.Background(), cc)
+		build = NewForReplicationControllers
+	}
+	ctrl, err := build(context.Background(), cc)
+	if err != nil {
+		t.Fatalf("build controller: %v", err)
 	}
 	f.c = ctrl.(*Controller)
 	for _, o := range objs {

@@ -6,20 +6,16 @@ package rootcacert
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -43,7 +39,7 @@ type Controller struct {
 	nsLister corelisters.NamespaceLister
 	cmLister corelisters.ConfigMapLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue[string]
 }
 
 // New builds the controller. Without a CA (cc.Options.RootCAPEM empty)
@@ -60,9 +56,8 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		nsLister: nsInf.Lister(),
 		cmLister: cmInf.Lister(),
 		synced:   []cache.InformerSynced{nsInf.Informer().HasSynced, cmInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: cc.Clock}),
 	}
+	c.queue = worker.NewQueue(Name, c.sync, worker.Options[string]{Workers: 1, Clock: cc.Clock})
 	enqueueNS := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok {
 			c.queue.Add(ns.Name)
@@ -93,34 +88,7 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start runs the worker until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return fmt.Errorf("rootcacert: caches did not sync")
-	}
-	go wait.UntilWithContext(ctx, c.worker, time.Second)
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).V(2).Info("root CA sync failed, retrying", "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
 // sync creates or repairs the ConfigMap in namespace ns.

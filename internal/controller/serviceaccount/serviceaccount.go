@@ -7,20 +7,16 @@ package serviceaccount
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Name is the controller's name in the manager's registry.
@@ -35,8 +31,7 @@ type Controller struct {
 	nsLister corelisters.NamespaceLister
 	saLister corelisters.ServiceAccountLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
-	workers  int
+	queue    *worker.Queue[string]
 }
 
 // New builds the controller; it registers informers on namespaces and
@@ -49,13 +44,12 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		nsLister: nsInf.Lister(),
 		saLister: saInf.Lister(),
 		synced:   []cache.InformerSynced{nsInf.Informer().HasSynced, saInf.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name, Clock: cc.Clock}),
-		workers: 1,
 	}
+	workers := 1
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
-		c.workers = n
+		workers = n
 	}
+	c.queue = worker.NewQueue(Name, c.sync, worker.Options[string]{Workers: workers, Clock: cc.Clock})
 	enqueueNS := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok {
 			c.queue.Add(ns.Name)
@@ -84,36 +78,7 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
-		return fmt.Errorf("serviceaccount: caches did not sync")
-	}
-	for i := 0; i < c.workers; i++ {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).V(2).Info("serviceaccount sync failed, retrying", "namespace", key, "err", err)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
+	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
 // sync makes sure namespace ns has its default ServiceAccount.

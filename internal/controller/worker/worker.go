@@ -132,6 +132,16 @@ func (q *Queue[K]) processNext(ctx context.Context) bool {
 // is reset.
 func RequeueAfter(d time.Duration) error { return &requeueError{after: d} }
 
+// RequeueDelay reports whether err asks for a requeue (RequeueAfter,
+// possibly wrapped) and after how long; for tests of sync functions.
+func RequeueDelay(err error) (time.Duration, bool) {
+	var later *requeueError
+	if errors.As(err, &later) {
+		return later.after, true
+	}
+	return 0, false
+}
+
 type requeueError struct{ after time.Duration }
 
 func (e *requeueError) Error() string { return fmt.Sprintf("requeue after %s", e.after) }
