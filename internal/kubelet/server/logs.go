@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,8 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/cri-client/pkg/logs"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // logQuery is PodLogOptions as the kubelet reads them from a query.
@@ -93,16 +96,28 @@ func cloneValues(q url.Values) url.Values {
 	return c
 }
 
-// readerOptions turns the query into the CRI log reader's options.
-func (o logQuery) readerOptions(now time.Time) *logs.LogOptions {
-	opts := &logs.LogOptions{TailLines: o.tailLines, LimitBytes: o.limitBytes, Follow: o.follow, Timestamp: o.timestamps}
+// readerOptions turns the query into the log reader's options.
+func (o logQuery) readerOptions(now time.Time) readOptions {
+	opts := readOptions{tailLines: o.tailLines, limitBytes: o.limitBytes, follow: o.follow, timestamps: o.timestamps}
 	switch {
 	case o.sinceSeconds != nil:
-		opts.Since = now.Add(-time.Duration(*o.sinceSeconds) * time.Second)
+		opts.since = now.Add(-time.Duration(*o.sinceSeconds) * time.Second)
 	case o.sinceTime != nil:
-		opts.Since = *o.sinceTime
+		opts.since = *o.sinceTime
 	}
 	return opts
+}
+
+// containerRunning asks the runtime; an unreachable runtime counts as
+// running (containers outlive a restarting runtime), as upstream does.
+func (s *Server) containerRunning(id string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		st, err := s.runtime.ContainerStatus(ctx, id, false)
+		if err != nil {
+			return status.Code(err) == codes.Unavailable
+		}
+		return st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING
+	}
 }
 
 func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +153,7 @@ func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		fw.f = f
 	}
-	if err := logs.ReadLogs(r.Context(), st.Status.LogPath, id, q.readerOptions(s.opts.Clock.Now()), s.runtime, fw, fw); err != nil && !fw.wrote {
+	if err := readCRILog(r.Context(), st.Status.LogPath, q.readerOptions(s.opts.Clock.Now()), s.containerRunning(id), s.opts.Clock, fw); err != nil && !fw.wrote {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	}
 }

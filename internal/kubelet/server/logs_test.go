@@ -130,7 +130,7 @@ func TestContainerLogsFollowRotation(t *testing.T) {
 	appendLine("after rotation")
 	expect("after rotation")
 
-	h.runtime.setState(containerID, runtimeapi.ContainerState_CONTAINER_EXITED)
+	h.runtime.SetState(containerID, runtimeapi.ContainerState_CONTAINER_EXITED)
 	appendLine("last words")
 	expect("last words")
 	select {
@@ -184,7 +184,7 @@ func TestLogRotator(t *testing.T) {
 			t.Errorf("%s: files (-want +got):\n%s", s.name, diff)
 		}
 	}
-	if n := len(h.runtime.reopen); n != 3 {
+	if n := len(h.runtime.Reopened()); n != 3 {
 		t.Errorf("ReopenContainerLog calls = %d, want 3", n)
 	}
 	if _, err := NewLogRotator(h.runtime, RotatorOptions{MaxFiles: 1}); err == nil {

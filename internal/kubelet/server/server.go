@@ -57,7 +57,7 @@ type Options struct {
 	// container gauges (see NewMetrics).
 	Metrics *Metrics
 	// Clock (default: the real clock).
-	Clock clock.PassiveClock
+	Clock clock.WithTicker
 	// StreamIdleTimeout closes idle translated streams (default 4 h, as
 	// upstream's --streaming-connection-idle-timeout).
 	StreamIdleTimeout time.Duration

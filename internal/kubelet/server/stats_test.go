@@ -15,11 +15,11 @@ func TestMetricsAndStats(t *testing.T) {
 	h := startHarness(t, nil)
 	h.addPod(t, "", "")
 	labels := map[string]string{"io.kubernetes.pod.uid": podUID, "io.kubernetes.pod.name": "web", "io.kubernetes.pod.namespace": "default"}
-	h.runtime.stats[containerID] = &runtimeapi.ContainerStats{
+	h.runtime.SetStats(&runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: containerID, Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Labels: labels},
 		Cpu:        &runtimeapi.CpuUsage{Timestamp: 1, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: 2_500_000_000}},
 		Memory:     &runtimeapi.MemoryUsage{Timestamp: 1, WorkingSetBytes: &runtimeapi.UInt64Value{Value: 4096}, UsageBytes: &runtimeapi.UInt64Value{Value: 8192}},
-	}
+	})
 	c := h.httpClient(t)
 	// One CRI call through the instrumented runtime before scraping.
 	if _, err := h.srv.runtime.ListContainers(context.Background(), nil); err != nil {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	"k8s.io/client-go/util/exec"
+
+	"github.com/skiff-sh/skiff/internal/kubelet/server/servertest"
 )
 
 // executors are the two ways kubectl streams: websockets (v5, translated
@@ -114,36 +116,10 @@ func TestExec(t *testing.T) {
 	})
 }
 
-// echoServer is the "pod's" server: it answers every line with "echo: "
-// and the line.
-func echoServer(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 1024)
-				n, _ := c.Read(buf)
-				fmt.Fprintf(c, "echo: %s", buf[:n])
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func TestPortForward(t *testing.T) {
 	h := startHarness(t, nil)
 	h.addPod(t, "", "")
-	port := echoServer(t)
+	port := servertest.EchoServer(t)
 	u, _ := url.Parse(h.base + "/portForward/default/web")
 	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, h.client)
 	if err != nil {
