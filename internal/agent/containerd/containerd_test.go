@@ -13,6 +13,7 @@ import (
 	"time"
 
 	containerdclient "github.com/containerd/containerd/v2/client"
+	"github.com/google/go-cmp/cmp"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
@@ -177,13 +178,38 @@ func TestContainerRunsAndSurvivesRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, err := images.ImportFile(ctx, client, tarPath, images.ImportOptions{Snapshotter: ""})
-	client.Close()
+	defer client.Close()
+	names, err := images.ImportFile(ctx, client, tarPath, images.ImportOptions{Snapshotter: ConfiguredSnapshotter(dataDir)})
 	if err != nil {
 		t.Fatalf("import busybox: %v", err)
 	}
 	if !contains(names, ref) {
 		t.Fatalf("imported %v, want %s among them", names, ref)
+	}
+	// `skiff image rm` and `ls`: one alias removed, the rest listed.
+	if err := images.Remove(ctx, client, "busybox:latest"); err != nil {
+		t.Fatalf("remove busybox:latest: %v", err)
+	}
+	if err := images.Remove(ctx, client, "busybox:latest"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("removing it again: %v, want not found", err)
+	}
+	listed, err := images.List(ctx, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, img := range listed {
+		if !strings.HasPrefix(img.Name, "sha256:") {
+			got = append(got, fmt.Sprintf("%s pinned=%v", img.Name, img.Pinned))
+		}
+	}
+	want := []string{
+		"docker.io/library/busybox:1.36 pinned=false",
+		ref + " pinned=false",
+		pause.Ref + " pinned=true",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("images (-want +got):\n%s", diff)
 	}
 
 	rs, is := criClients(t, s.c.Endpoint())
