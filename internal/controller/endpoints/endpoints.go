@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
-	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
+	"github.com/skiff-sh/skiff/internal/controller/podendpoint"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
@@ -214,7 +214,7 @@ func Subsets(svc *corev1.Service, pods []*corev1.Pod) (subsets []corev1.Endpoint
 	}
 	buckets := map[string]*bucket{}
 	for _, pod := range pods {
-		if !endpointslice.IncludePod(pod, svc.Spec.PublishNotReadyAddresses) {
+		if !podendpoint.Include(pod, svc.Spec.PublishNotReadyAddresses) {
 			continue
 		}
 		ip := pod.Status.PodIP
@@ -233,7 +233,7 @@ func Subsets(svc *corev1.Service, pods []*corev1.Pod) (subsets []corev1.Endpoint
 		var ports []corev1.EndpointPort
 		for i := range svc.Spec.Ports {
 			sp := &svc.Spec.Ports[i]
-			n, err := endpointslice.FindPort(pod, sp)
+			n, err := podendpoint.FindPort(pod, sp)
 			if err != nil {
 				continue
 			}
@@ -256,7 +256,7 @@ func Subsets(svc *corev1.Service, pods []*corev1.Pod) (subsets []corev1.Endpoint
 			b = &bucket{ports: ports}
 			buckets[kb.String()] = b
 		}
-		if svc.Spec.PublishNotReadyAddresses || (endpointslice.PodReady(pod) && pod.DeletionTimestamp == nil) {
+		if svc.Spec.PublishNotReadyAddresses || (podendpoint.Ready(pod) && pod.DeletionTimestamp == nil) {
 			b.ready = append(b.ready, addr)
 		} else {
 			b.notReady = append(b.notReady, addr)

@@ -8,7 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/skiff-sh/skiff/internal/controller/podendpoint"
 )
 
 // group is the endpoints of one address type and one port mapping: pods
@@ -83,67 +84,13 @@ func podIP(pod *corev1.Pod, at discoveryv1.AddressType) string {
 	return ""
 }
 
-// IncludePod says whether a pod belongs in a service's endpoints at all:
-// it has an address, is not terminated for good, and (unless
-// includeTerminating) is not being deleted.
-func IncludePod(pod *corev1.Pod, includeTerminating bool) bool {
-	if pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
-		return false
-	}
-	if !includeTerminating && pod.DeletionTimestamp != nil {
-		return false
-	}
-	switch pod.Spec.RestartPolicy {
-	case corev1.RestartPolicyNever:
-		return pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded
-	case corev1.RestartPolicyOnFailure:
-		return pod.Status.Phase != corev1.PodSucceeded
-	}
-	return true
-}
-
-// PodReady says whether the pod's Ready condition is True.
-func PodReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// FindPort resolves a service port's targetPort on a pod: a number is
-// used as is, a name is looked up among the containers' ports of the
-// same protocol.
-func FindPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, error) {
-	tp := sp.TargetPort
-	switch {
-	case tp.Type == intstr.String && tp.StrVal != "":
-		for _, c := range pod.Spec.Containers {
-			for _, p := range c.Ports {
-				proto := p.Protocol
-				if proto == "" {
-					proto = corev1.ProtocolTCP
-				}
-				if p.Name == tp.StrVal && proto == sp.Protocol {
-					return p.ContainerPort, nil
-				}
-			}
-		}
-		return 0, fmt.Errorf("no container port named %q", tp.StrVal)
-	case tp.Type == intstr.Int && tp.IntVal != 0:
-		return tp.IntVal, nil
-	}
-	return sp.Port, nil
-}
-
 // endpointPorts are the pod's resolved ports for the service, in the
 // service's order; ports a pod cannot resolve are left out.
 func endpointPorts(svc *corev1.Service, pod *corev1.Pod) []discoveryv1.EndpointPort {
 	out := []discoveryv1.EndpointPort{}
 	for i := range svc.Spec.Ports {
 		sp := &svc.Spec.Ports[i]
-		n, err := FindPort(pod, sp)
+		n, err := podendpoint.FindPort(pod, sp)
 		if err != nil {
 			continue
 		}
@@ -162,14 +109,14 @@ func desiredGroups(svc *corev1.Service, pods []*corev1.Pod, zoneOf func(node str
 	groups := map[string]*group{}
 	for _, at := range addressTypes(svc) {
 		for _, pod := range pods {
-			if !IncludePod(pod, true) {
+			if !podendpoint.Include(pod, true) {
 				continue
 			}
 			ip := podIP(pod, at)
 			if ip == "" {
 				continue
 			}
-			ready := svc.Spec.PublishNotReadyAddresses || PodReady(pod)
+			ready := svc.Spec.PublishNotReadyAddresses || podendpoint.Ready(pod)
 			terminating := pod.DeletionTimestamp != nil
 			isReady := svc.Spec.PublishNotReadyAddresses || (ready && !terminating)
 			ep := discoveryv1.Endpoint{
