@@ -11,10 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/skiff-sh/skiff/internal/apiserver/registry"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/core/componentstatus"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/policy"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -101,28 +98,4 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 		})
 		return
 	}
-}
-
-// componentStatuses serves the read-only, computed ComponentStatus list.
-type componentStatuses struct {
-	registry.Strategy
-	srv *Server
-}
-
-func (c componentStatuses) all(ctx context.Context) []corev1.ComponentStatus {
-	return componentstatus.ComponentStatuses(func() error { return c.srv.checkEtcd(ctx) })
-}
-
-func (c componentStatuses) GetVirtual(ctx context.Context, name string) (runtime.Object, error) {
-	for _, cs := range c.all(ctx) {
-		if cs.Name == name {
-			cs := cs
-			return &cs, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "componentstatuses"}, name)
-}
-
-func (c componentStatuses) ListVirtual(ctx context.Context) (runtime.Object, error) {
-	return &corev1.ComponentStatusList{Items: c.all(ctx)}, nil
 }

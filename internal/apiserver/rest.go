@@ -52,8 +52,6 @@ func newResourceHandler(res registry.Resource, store *storage.Cacher, c *codecs,
 	}
 	if s, ok := res.Strategy.(registry.Scaler); ok {
 		h.scaler = s
-	} else if res.Subresources["scale"] && res.GroupVersion.Group == "apps" {
-		h.scaler = appsScaler{}
 	}
 	return h
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -143,17 +144,19 @@ func New(cfg Config) (*Server, error) {
 		s.authz = authz.AlwaysAllowAuthenticated
 	}
 	s.subresources = s.buildSubresources()
-	s.resources = builtinResources(s, alloc)
+	s.resources = builtin.Resources(registry.Deps{
+		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
+	})
 	for _, res := range s.resources {
 		res := res
-		if isVirtual(res) {
+		if registry.IsVirtual(res) {
 			h := newResourceHandler(res, nil, c, s)
 			s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
 			continue
 		}
 		gvk := res.GroupVersion.WithKind(res.Kind)
 		codec := storageCodec(res, gvk)
-		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: storageTTL(res)})
+		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds})
 		h := &resourceHandler{}
 		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
@@ -406,13 +409,6 @@ func (s *Server) getNamespace(ctx context.Context, name string) (*corev1.Namespa
 		return nil, apierrors.NewInternalError(err)
 	}
 	return ns, nil
-}
-
-// isVirtual says a resource is computed or create-only, never stored.
-func isVirtual(res registry.Resource) bool {
-	_, c := res.Strategy.(registry.VirtualCreater)
-	_, r := res.Strategy.(registry.VirtualReader)
-	return c || r
 }
 
 // buildFieldManagers gives every stored resource its managedFields

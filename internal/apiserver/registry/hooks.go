@@ -77,3 +77,10 @@ type VirtualReader interface {
 type GarbageCollectionPolicy interface {
 	DefaultPropagation() metav1.DeletionPropagation
 }
+
+// IsVirtual says a resource is computed or create-only, never stored.
+func IsVirtual(r Resource) bool {
+	_, c := r.Strategy.(VirtualCreater)
+	_, g := r.Strategy.(VirtualReader)
+	return c || g
+}

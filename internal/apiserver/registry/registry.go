@@ -40,6 +40,10 @@ type Resource struct {
 	// "binding", "finalize". A nil map means none.
 	Subresources map[string]bool
 
+	// TTLSeconds, when positive, is how long an object lives in etcd after
+	// its last write (events: upstream's --event-ttl of one hour).
+	TTLSeconds int64
+
 	// Stored, when set, says objects are kept in another version's format,
 	// as upstream keeps autoscaling/v1 HorizontalPodAutoscalers as
 	// autoscaling/v2 and events.k8s.io/v1 Events as core/v1 Events. Both

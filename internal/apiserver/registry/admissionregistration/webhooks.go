@@ -25,7 +25,7 @@ import (
 )
 
 // Resources lists the admissionregistration.k8s.io/v1 resources.
-func Resources() []registry.Resource {
+func Resources(registry.Deps) []registry.Resource {
 	gv := admissionregistrationv1.SchemeGroupVersion
 	return []registry.Resource{
 		{

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -389,8 +391,8 @@ func TestTables(t *testing.T) {
 }
 
 func TestResources(t *testing.T) {
-	rs := Resources()
-	if len(rs) != 2 || rs[0].StoragePrefix != "deployments" || rs[1].StoragePrefix != "replicasets" ||
+	rs := Resources(registry.Deps{})
+	if len(rs) != 5 || rs[0].StoragePrefix != "deployments" || rs[1].StoragePrefix != "replicasets" ||
 		!rs[0].Subresources["scale"] || rs[1].ShortNames[0] != "rs" || rs[0].Categories[0] != "all" {
 		t.Errorf("resources = %+v", rs)
 	}

@@ -34,9 +34,12 @@ func DeploymentResource() registry.Resource {
 	}
 }
 
-// Resources lists the apps/v1 resources: deployments and replicasets.
-func Resources() []registry.Resource {
-	return []registry.Resource{DeploymentResource(), ReplicaSetResource()}
+// Resources lists the apps/v1 resources.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{
+		DeploymentResource(), ReplicaSetResource(), DaemonSetResource(),
+		StatefulSetResource(), ControllerRevisionResource(),
+	}
 }
 
 // DeploymentStrategy is the deployments strategy.

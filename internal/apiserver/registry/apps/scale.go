@@ -79,3 +79,23 @@ func ApplyScale(obj runtime.Object, s *autoscalingv1.Scale) error {
 	}
 	return nil
 }
+
+// ScaleOf serves deployments/scale.
+func (DeploymentStrategy) ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	return ScaleOf(obj)
+}
+
+// ApplyScale serves updates of deployments/scale.
+func (DeploymentStrategy) ApplyScale(obj runtime.Object, s *autoscalingv1.Scale) error {
+	return ApplyScale(obj, s)
+}
+
+// ScaleOf serves replicasets/scale.
+func (ReplicaSetStrategy) ScaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	return ScaleOf(obj)
+}
+
+// ApplyScale serves updates of replicasets/scale.
+func (ReplicaSetStrategy) ApplyScale(obj runtime.Object, s *autoscalingv1.Scale) error {
+	return ApplyScale(obj, s)
+}

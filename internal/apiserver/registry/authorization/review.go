@@ -20,37 +20,29 @@ import (
 )
 
 // Resources lists the two self reviews. They have no list kind and no
-// storage prefix: the server must route their create to this package's
-// functions and never build a store for them (see IsVirtual).
-func Resources() []registry.Resource {
+// storage prefix: their strategies answer the create (registry.VirtualCreater)
+// and nothing is stored. authorizer answers the access review (nil: every
+// authenticated user may do everything, authz.AlwaysAllowAuthenticated).
+func Resources(deps registry.Deps) []registry.Resource {
 	gv := authorizationv1.SchemeGroupVersion
+	authorizer := deps.Authorizer
+	if authorizer == nil {
+		authorizer = authz.AlwaysAllowAuthenticated
+	}
 	return []registry.Resource{
 		{
 			GroupVersion: gv, Resource: "selfsubjectaccessreviews", Kind: "SelfSubjectAccessReview",
 			SingularName: "selfsubjectaccessreview",
 			New:          func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} },
-			Strategy:     AccessReviewStrategy{},
+			Strategy:     AccessReviewStrategy{authorize: authorizer.Authorize},
 		},
 		{
 			GroupVersion: gv, Resource: "selfsubjectrulesreviews", Kind: "SelfSubjectRulesReview",
 			SingularName: "selfsubjectrulesreview",
 			New:          func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} },
-			Strategy:     RulesReviewStrategy{},
+			Strategy:     RulesReviewStrategy{resolve: AlwaysAllowAuthenticatedRules},
 		},
 	}
-}
-
-// Virtual is implemented by the strategies of resources that are never
-// stored.
-type Virtual interface {
-	Virtual() bool
-}
-
-// IsVirtual reports whether r is a create-only resource that is never
-// stored.
-func IsVirtual(r registry.Resource) bool {
-	v, ok := r.Strategy.(Virtual)
-	return ok && v.Virtual()
 }
 
 // createOnly is the strategy shared by the self reviews.
@@ -61,19 +53,56 @@ type createOnly struct {
 // Verbs declares the only verb served, for discovery.
 func (createOnly) Verbs() []string { return []string{"create"} }
 
-// Virtual marks the resource as never stored.
-func (createOnly) Virtual() bool { return true }
+// AccessReviewStrategy is the selfsubjectaccessreviews strategy: it asks
+// the server's authorizer on behalf of the requesting user, so that
+// `kubectl auth can-i` tells the truth.
+type AccessReviewStrategy struct {
+	createOnly
+	authorize AuthorizeFunc
+}
 
-// AccessReviewStrategy is the selfsubjectaccessreviews strategy.
-type AccessReviewStrategy struct{ createOnly }
-
-// RulesReviewStrategy is the selfsubjectrulesreviews strategy.
-type RulesReviewStrategy struct{ createOnly }
+// RulesReviewStrategy is the selfsubjectrulesreviews strategy: it lists
+// what the requesting user may do.
+type RulesReviewStrategy struct {
+	createOnly
+	resolve RulesResolver
+}
 
 var (
-	_ registry.Strategy = AccessReviewStrategy{}
-	_ registry.Strategy = RulesReviewStrategy{}
+	_ registry.Strategy       = AccessReviewStrategy{}
+	_ registry.Strategy       = RulesReviewStrategy{}
+	_ registry.VirtualCreater = AccessReviewStrategy{}
+	_ registry.VirtualCreater = RulesReviewStrategy{}
 )
+
+// CreateVirtual answers a SelfSubjectAccessReview.
+func (s AccessReviewStrategy) CreateVirtual(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+	review := obj.(*authorizationv1.SelfSubjectAccessReview)
+	if errs := s.Validate(ctx, review); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview").GroupKind(), "", errs)
+	}
+	user, ok := authn.UserFrom(ctx)
+	if !ok {
+		return nil, apierrors.NewUnauthorized("no user")
+	}
+	review.Status = ReviewSelfAccess(ctx, user, review.Spec, s.authorize)
+	return review, nil
+}
+
+// CreateVirtual answers a SelfSubjectRulesReview.
+func (s RulesReviewStrategy) CreateVirtual(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+	review := obj.(*authorizationv1.SelfSubjectRulesReview)
+	user, ok := authn.UserFrom(ctx)
+	if !ok {
+		return nil, apierrors.NewUnauthorized("no user")
+	}
+	status, err := ReviewSelfRules(ctx, user, review.Spec, s.resolve)
+	if err != nil {
+		return nil, err
+	}
+	review.Status = status
+	return review, nil
+}
 
 // Validate checks the access review's spec.
 func (AccessReviewStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {

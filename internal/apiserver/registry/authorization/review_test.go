@@ -149,7 +149,7 @@ func TestReviewSelfRules(t *testing.T) {
 
 func TestResourcesAreCreateOnlyAndVirtual(t *testing.T) {
 	var names []string
-	for _, r := range Resources() {
+	for _, r := range Resources(registry.Deps{}) {
 		names = append(names, r.Resource)
 		vl, ok := r.Strategy.(discovery.VerbLister)
 		if !ok {
@@ -158,14 +158,14 @@ func TestResourcesAreCreateOnlyAndVirtual(t *testing.T) {
 		if diff := cmp.Diff([]string{"create"}, vl.Verbs()); diff != "" {
 			t.Errorf("%s verbs (-want +got):\n%s", r.Resource, diff)
 		}
-		if !IsVirtual(r) || r.StoragePrefix != "" || r.Namespaced {
-			t.Errorf("%s: virtual=%v prefix=%q namespaced=%v", r.Resource, IsVirtual(r), r.StoragePrefix, r.Namespaced)
+		if !registry.IsVirtual(r) || r.StoragePrefix != "" || r.Namespaced {
+			t.Errorf("%s: virtual=%v prefix=%q namespaced=%v", r.Resource, registry.IsVirtual(r), r.StoragePrefix, r.Namespaced)
 		}
 	}
 	if diff := cmp.Diff([]string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}, names); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
-	if IsVirtual(registry.Resource{Strategy: registry.DefaultStrategy{}}) {
+	if registry.IsVirtual(registry.Resource{Strategy: registry.DefaultStrategy{}}) {
 		t.Errorf("a stored resource reported virtual")
 	}
 }

@@ -27,7 +27,7 @@ const DefaultCPUUtilization = 80
 
 // Resources lists autoscaling/v2 and autoscaling/v1 horizontalpodautoscalers;
 // v1 is stored as v2 in the same keys.
-func Resources() []registry.Resource {
+func Resources(registry.Deps) []registry.Resource {
 	return []registry.Resource{V2Resource(), V1Resource()}
 }
 

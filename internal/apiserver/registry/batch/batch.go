@@ -16,7 +16,7 @@ import (
 )
 
 // Resources lists the batch/v1 resources: jobs and cronjobs.
-func Resources() []registry.Resource {
+func Resources(registry.Deps) []registry.Resource {
 	return []registry.Resource{JobResource(), CronJobResource()}
 }
 

@@ -35,6 +35,11 @@ const (
 	minExpirationSeconds = 600
 )
 
+// Resources lists the certificates.k8s.io/v1 resources: certificatesigningrequests.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{Resource()}
+}
+
 // Resource describes certificates.k8s.io/v1 certificatesigningrequests,
 // with the status and approval subresources.
 func Resource() registry.Resource {

@@ -13,6 +13,11 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
+// Resources lists the coordination.k8s.io/v1 resources: leases.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{Resource()}
+}
+
 // Resource describes coordination.k8s.io/v1 leases.
 func Resource() registry.Resource {
 	return registry.Resource{

@@ -10,8 +10,8 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
-// Resources lists the networking.k8s.io/v1 resources of this package.
-func Resources() []registry.Resource {
+// Resources lists the networking.k8s.io/v1 resources.
+func Resources(registry.Deps) []registry.Resource {
 	return []registry.Resource{NetworkPolicyResource(), IngressResource(), IngressClassResource()}
 }
 

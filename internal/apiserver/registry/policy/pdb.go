@@ -22,6 +22,11 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
+// Resources lists the policy/v1 resources: poddisruptionbudgets.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{Resource()}
+}
+
 // Resource describes policy/v1 poddisruptionbudgets.
 func Resource() registry.Resource {
 	return registry.Resource{

@@ -15,7 +15,7 @@ import (
 )
 
 // Resources lists the four RBAC resources.
-func Resources() []registry.Resource {
+func Resources(registry.Deps) []registry.Resource {
 	gv := rbacv1.SchemeGroupVersion
 	return []registry.Resource{
 		{

@@ -198,7 +198,7 @@ func TestTables(t *testing.T) {
 func TestResources(t *testing.T) {
 	want := map[string]bool{"roles": true, "clusterroles": false, "rolebindings": true, "clusterrolebindings": false}
 	got := map[string]bool{}
-	for _, r := range Resources() {
+	for _, r := range Resources(registry.Deps{}) {
 		got[r.StoragePrefix] = r.Namespaced
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

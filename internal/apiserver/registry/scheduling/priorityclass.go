@@ -55,6 +55,23 @@ func SystemPriorityClasses() []schedulingv1.PriorityClass {
 // single global default.
 type Lister func(ctx context.Context) ([]schedulingv1.PriorityClass, error)
 
+// Resources lists the scheduling.k8s.io/v1 resources: priorityclasses,
+// whose single-global-default rule reads the stored classes through
+// deps.Reader (nil: the rule is not checked).
+func Resources(deps registry.Deps) []registry.Resource {
+	var list Lister
+	if deps.Reader != nil {
+		list = func(ctx context.Context) ([]schedulingv1.PriorityClass, error) {
+			l := &schedulingv1.PriorityClassList{}
+			if err := deps.Reader.List(ctx, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), "", true, l); err != nil {
+				return nil, err
+			}
+			return l.Items, nil
+		}
+	}
+	return []registry.Resource{Resource(list)}
+}
+
 // Resource describes scheduling.k8s.io/v1 priorityclasses. list may be nil:
 // the single-global-default check is then skipped.
 func Resource(list Lister) registry.Resource {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -16,9 +17,9 @@ import (
 )
 
 // Resource describes core/v1 componentstatuses (cluster-scoped, get and
-// list only). Nothing is kept under StoragePrefix: the handler serves
-// ComponentStatuses instead.
-func Resource() registry.Resource {
+// list only). Nothing is kept under StoragePrefix: the strategy computes
+// them, with etcd healthy when checkEtcd returns nil (nil: always).
+func Resource(checkEtcd func(ctx context.Context) error) registry.Resource {
 	return registry.Resource{
 		GroupVersion:  corev1.SchemeGroupVersion,
 		Resource:      "componentstatuses",
@@ -30,17 +31,44 @@ func Resource() registry.Resource {
 		StoragePrefix: "componentstatuses",
 		New:           func() runtime.Object { return &corev1.ComponentStatus{} },
 		NewList:       func() runtime.Object { return &corev1.ComponentStatusList{} },
-		Strategy:      Strategy{},
+		Strategy:      Strategy{checkEtcd: checkEtcd},
 	}
 }
 
-// Strategy is the registry strategy of component statuses: it refuses
-// every write.
+// Strategy is the registry strategy of component statuses: it computes
+// them on every read and refuses every write.
 type Strategy struct {
 	registry.DefaultStrategy
+	checkEtcd func(ctx context.Context) error
 }
 
-var _ registry.Strategy = Strategy{}
+var (
+	_ registry.Strategy      = Strategy{}
+	_ registry.VirtualReader = Strategy{}
+)
+
+func (s Strategy) all(ctx context.Context) []corev1.ComponentStatus {
+	var etcd func() error
+	if s.checkEtcd != nil {
+		etcd = func() error { return s.checkEtcd(ctx) }
+	}
+	return ComponentStatuses(etcd)
+}
+
+// GetVirtual returns one component's status.
+func (s Strategy) GetVirtual(ctx context.Context, name string) (runtime.Object, error) {
+	for _, cs := range s.all(ctx) {
+		if cs.Name == name {
+			return &cs, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("componentstatuses"), name)
+}
+
+// ListVirtual returns every component's status.
+func (s Strategy) ListVirtual(ctx context.Context) (runtime.Object, error) {
+	return &corev1.ComponentStatusList{Items: s.all(ctx)}, nil
+}
 
 // Verbs are the only verbs served: get and list.
 func (Strategy) Verbs() []string { return []string{"get", "list"} }

@@ -29,8 +29,8 @@ const (
 )
 
 // TTLSeconds is how long upstream keeps an event in etcd (the API server's
-// --event-ttl default of one hour). The storage layer should write events
-// with a lease of this length.
+// --event-ttl default of one hour). Events are written with a lease of
+// this length.
 const TTLSeconds = 3600
 
 // Resource describes core/v1 events.
@@ -44,6 +44,7 @@ func Resource() registry.Resource {
 		ShortNames:    []string{"ev"},
 		Namespaced:    true,
 		StoragePrefix: "events",
+		TTLSeconds:    TTLSeconds,
 		New:           func() runtime.Object { return &corev1.Event{} },
 		NewList:       func() runtime.Object { return &corev1.EventList{} },
 		Strategy:      Strategy{},

@@ -36,7 +36,10 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &corev1.Pod{} },
 		NewList:       func() runtime.Object { return &corev1.PodList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true, "binding": true},
+		Subresources: map[string]bool{
+			"status": true, "binding": true, "eviction": true,
+			"log": true, "exec": true, "attach": true, "portforward": true,
+		},
 	}
 }
 

@@ -1,4 +1,4 @@
-package storage
+package storagek8s
 
 import (
 	"context"
@@ -341,7 +341,7 @@ func TestTables(t *testing.T) {
 
 func TestResources(t *testing.T) {
 	var got []string
-	for _, r := range Resources() {
+	for _, r := range Resources(registry.Deps{}) {
 		got = append(got, r.StoragePrefix)
 		if r.New == nil || r.NewList == nil || r.Strategy == nil {
 			t.Errorf("%s: incomplete resource", r.Resource)

@@ -1,8 +1,8 @@
-// Package storage holds the rules of the storage.k8s.io/v1 resources:
+// Package storagek8s holds the rules of the storage.k8s.io/v1 resources:
 // storageclasses, csinodes, csidrivers, volumeattachments (with status) and
 // csistoragecapacities. Each has upstream's defaults, validation with the
 // field paths a client sees, and kubectl's table columns.
-package storage
+package storagek8s
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ import (
 )
 
 // Resources lists the storage.k8s.io/v1 resources.
-func Resources() []registry.Resource {
+func Resources(registry.Deps) []registry.Resource {
 	return []registry.Resource{
 		StorageClassResource(),
 		CSINodeResource(),

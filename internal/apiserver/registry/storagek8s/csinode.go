@@ -1,4 +1,4 @@
-package storage
+package storagek8s
 
 import (
 	"context"

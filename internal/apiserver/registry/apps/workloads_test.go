@@ -349,7 +349,7 @@ func TestControllerRevision(t *testing.T) {
 	}
 }
 
-func TestMoreTables(t *testing.T) {
+func TestDaemonSetStatefulSetRevisionTables(t *testing.T) {
 	ds := daemonSet()
 	DefaultDaemonSet(ds)
 	ds.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}

@@ -1,9 +1,9 @@
-// Package discovery holds the rules of discovery.k8s.io/v1 endpointslices:
+// Package endpointslice holds the rules of discovery.k8s.io/v1 endpointslices:
 // port defaults, validation by address type, generation, and kubectl's
 // table (NAME ADDRESSTYPE PORTS ENDPOINTS AGE). The EndpointSlice
 // controller labels slices with discoveryv1.LabelServiceName
 // ("kubernetes.io/service-name"); like upstream, the API does not require it.
-package discovery
+package endpointslice
 
 import (
 	"context"
@@ -33,6 +33,11 @@ const (
 	maxZoneHints = 8
 	maxNodeHints = 8
 )
+
+// Resources lists the discovery.k8s.io/v1 resources: endpointslices.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{Resource()}
+}
 
 // Resource describes discovery.k8s.io/v1 endpointslices.
 func Resource() registry.Resource {

@@ -1,7 +1,7 @@
-// Package node holds the rules of node.k8s.io/v1 runtimeclasses: the
+// Package runtimeclass holds the rules of node.k8s.io/v1 runtimeclasses: the
 // handler (a DNS label, immutable), pod overhead, scheduling constraints and
 // kubectl's table (NAME HANDLER AGE).
-package node
+package runtimeclass
 
 import (
 	"context"
@@ -18,6 +18,11 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
+
+// Resources lists the node.k8s.io/v1 resources: runtimeclasses.
+func Resources(registry.Deps) []registry.Resource {
+	return []registry.Resource{Resource()}
+}
 
 // Resource describes node.k8s.io/v1 runtimeclasses.
 func Resource() registry.Resource {

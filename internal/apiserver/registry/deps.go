@@ -1,0 +1,39 @@
+package registry
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
+)
+
+// Deps are what the built-in resources need from the server that serves
+// them. Every API group's Resources takes them; a zero field means the
+// resource goes without (tests build resources with zero Deps).
+type Deps struct {
+	// Services hands out ClusterIPs and NodePorts (core/v1 services).
+	Services *allocator.Services
+	// Reader reads stored objects of other resources, e.g. the
+	// PriorityClasses for the single global default rule.
+	Reader Reader
+	// Authorizer answers the self reviews (kubectl auth can-i).
+	Authorizer authz.Authorizer
+	// CheckEtcd reports the health of etcd (componentstatuses).
+	CheckEtcd func(ctx context.Context) error
+}
+
+// Reader reads objects of any served resource.
+type Reader interface {
+	// List fills into (a list of gvr's kind) with the objects in namespace
+	// ns ("" for all). latest asks for a consistent read (every write
+	// acknowledged before the call is seen); otherwise whatever the cache
+	// holds now is good enough.
+	List(ctx context.Context, gvr schema.GroupVersionResource, ns string, latest bool, into runtime.Object) error
+	// Get fills into with one object. live reads etcd, not the cache (for
+	// an object that changed a moment ago); a miss in the cache falls back
+	// to etcd too. A missing object is an apierrors NotFound.
+	Get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, live bool, into runtime.Object) error
+}
