@@ -2,6 +2,7 @@ package manager
 
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/cronjob"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
@@ -20,6 +21,7 @@ import (
 // new controller is added: one line each.
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
+		"cronjob":                cronjob.New,
 		"deployment":             deployment.New,
 		"endpoints":              endpoints.New,
 		"endpointslice":          endpointslice.New,
