@@ -14,6 +14,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
+	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 )
 
 // Controllers is the registry of every controller the manager knows, by the
@@ -34,6 +35,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"replicationcontroller":  replicaset.NewForReplicationControllers,
 		"root-ca-cert-publisher": rootcacert.New,
 		"serviceaccount":         serviceaccount.New,
+		"ttl-after-finished":     ttlafterfinished.New,
 	}
 }
 
