@@ -4,6 +4,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
+	"github.com/skiff-sh/skiff/internal/controller/disruption"
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
@@ -24,6 +25,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
 		"cronjob":                cronjob.New,
 		"deployment":             deployment.New,
+		"disruption":             disruption.New,
 		"endpoints":              endpoints.New,
 		"endpointslice":          endpointslice.New,
 		"garbagecollector":       garbagecollector.New,
@@ -57,6 +59,8 @@ func ComponentName(name string) string {
 		return "root-ca-cert-publisher"
 	case "podgc":
 		return "pod-garbage-collector"
+	case "disruption":
+		return "controllermanager"
 	}
 	return name + "-controller"
 }
