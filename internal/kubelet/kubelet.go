@@ -8,7 +8,8 @@
 // (volume) and the CNI config (cni) are packages of their own.
 //
 // The surface other node components use (the kubelet API server in
-// internal/kubelet/server): Pods and Pod for the pods the kubelet knows,
+// internal/kubelet/server): GetPods and GetPodByName for the pods the
+// kubelet knows,
 // RuntimeService and ImageService for the CRI clients, PodLogDir and
 // ContainerLogPath for the CRI-format logs under /var/log/pods, and
 // ContainerID to find a pod's running container.
@@ -347,8 +348,8 @@ func (k *Kubelet) baseCtx() context.Context {
 
 // ---- The surface for other node components. ----
 
-// Pods returns the pods bound to this node that the kubelet knows.
-func (k *Kubelet) Pods() []*corev1.Pod {
+// GetPods returns the pods bound to this node that the kubelet knows.
+func (k *Kubelet) GetPods() []*corev1.Pod {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := make([]*corev1.Pod, 0, len(k.pods))
@@ -358,8 +359,8 @@ func (k *Kubelet) Pods() []*corev1.Pod {
 	return out
 }
 
-// Pod returns the pod namespace/name if it is bound to this node.
-func (k *Kubelet) Pod(namespace, name string) (*corev1.Pod, bool) {
+// GetPodByName returns the pod namespace/name if it is bound to this node.
+func (k *Kubelet) GetPodByName(namespace, name string) (*corev1.Pod, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, p := range k.pods {
