@@ -18,6 +18,12 @@ import (
 // seconds after it started. Handy for Jobs.
 const RunSecondsAnnotation = "simulate.skiff.sh/run-seconds"
 
+// ExitCodeAnnotation, beside RunSecondsAnnotation, makes the pod's
+// containers exit with that code when its time is up: a non-zero code ends
+// the pod Failed (reason Error) instead of Succeeded. Handy for Job
+// backoff and pod failure policies.
+const ExitCodeAnnotation = "simulate.skiff.sh/exit-code"
+
 // Pod condition and reason names the kubelet uses.
 const (
 	podReadyToStartContainers corev1.PodConditionType = "PodReadyToStartContainers"
@@ -166,8 +172,28 @@ func containerStatus(pod *corev1.Pod, c corev1.Container, started metav1.Time) c
 // succeededStatus is the status of a Running pod whose containers all
 // exited 0 at now.
 func succeededStatus(pod *corev1.Pod, now metav1.Time) corev1.PodStatus {
+	return finishedStatus(pod, now, 0)
+}
+
+// exitCode is the pod's ExitCodeAnnotation, 0 when absent or malformed.
+func exitCode(pod *corev1.Pod) int32 {
+	n, err := strconv.ParseInt(pod.Annotations[ExitCodeAnnotation], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(n)
+}
+
+// finishedStatus is the status of a Running pod whose containers all
+// exited with code at now: Succeeded for 0, else Failed.
+func finishedStatus(pod *corev1.Pod, now metav1.Time, code int32) corev1.PodStatus {
 	s := *pod.Status.DeepCopy()
 	s.Phase = corev1.PodSucceeded
+	reason := "Completed"
+	if code != 0 {
+		s.Phase = corev1.PodFailed
+		reason = "Error"
+	}
 	s.ObservedGeneration = pod.Generation
 	for _, t := range []corev1.PodConditionType{podReadyToStartContainers, corev1.PodReady, corev1.ContainersReady} {
 		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, ObservedGeneration: pod.Generation, LastTransitionTime: now}
@@ -184,7 +210,7 @@ func succeededStatus(pod *corev1.Pod, now metav1.Time) corev1.PodStatus {
 		}
 		cs.Ready, cs.Started = false, new(false)
 		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 0, Reason: "Completed", StartedAt: started, FinishedAt: now, ContainerID: cs.ContainerID,
+			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: now, ContainerID: cs.ContainerID,
 		}}
 	}
 	return s

@@ -130,6 +130,17 @@ func TestRunningAndSucceededStatus(t *testing.T) {
 	if diff := cmp.Diff(wantState, done.ContainerStatuses[0].State); diff != "" {
 		t.Errorf("succeeded container state (-want +got):\n%s", diff)
 	}
+
+	// simulate.skiff.sh/exit-code: 3 ends the pod Failed with that code.
+	pod.Annotations = map[string]string{ExitCodeAnnotation: "3"}
+	failed := finishedStatus(pod, later, exitCode(pod))
+	wantState.Terminated.ExitCode, wantState.Terminated.Reason = 3, "Error"
+	if failed.Phase != corev1.PodFailed {
+		t.Errorf("phase with exit code 3 = %s, want Failed", failed.Phase)
+	}
+	if diff := cmp.Diff(wantState, failed.ContainerStatuses[0].State); diff != "" {
+		t.Errorf("failed container state (-want +got):\n%s", diff)
+	}
 }
 
 func TestRunFor(t *testing.T) {

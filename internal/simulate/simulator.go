@@ -746,7 +746,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 			return left, nil
 		}
 		upd := pod.DeepCopy()
-		upd.Status = succeededStatus(pod, metav1.NewTime(now))
+		upd.Status = finishedStatus(pod, metav1.NewTime(now), exitCode(pod))
 		if _, err := s.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
 			return 0, ignoreGone(fmt.Errorf("update status of pod %s: %w", key, err))
 		}
