@@ -5,6 +5,7 @@ package controllercontext
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -65,6 +66,15 @@ type Options struct {
 	// RootCAPEM is the cluster CA, published as the kube-root-ca.crt
 	// ConfigMap in every namespace.
 	RootCAPEM []byte
+	// ClusterCIDR is the pod network node IPAM hands out node CIDRs from
+	// (upstream --cluster-cidr; zero means Skiff's 10.42.0.0/16), in
+	// blocks of NodeCIDRMaskSize bits (--node-cidr-mask-size; zero means 24).
+	ClusterCIDR      netip.Prefix
+	NodeCIDRMaskSize int
+	// ClusterSigningCertFile and ClusterSigningKeyFile are the CA the
+	// csrsigning controller signs approved certificate requests with
+	// (upstream's --cluster-signing-{cert,key}-file); empty disables it.
+	ClusterSigningCertFile, ClusterSigningKeyFile string
 }
 
 // Controller is one running reconcile loop.
