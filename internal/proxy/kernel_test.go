@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net"
 	"os"
@@ -90,7 +91,8 @@ func TestKernel(t *testing.T) {
 		slice("default", "empty", "http", v1.ProtocolTCP, 8080))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p := New(client, Options{NodeName: "n1", Runner: runner, MinSyncPeriod: 50 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	p := New(client, Options{NodeName: "n1", Runner: runner, MinSyncPeriod: 50 * time.Millisecond, Metrics: reg})
 	done := make(chan error, 1)
 	go func() { done <- p.Start(ctx) }()
 	select {
@@ -144,6 +146,12 @@ func TestKernel(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a deleted service's chains and sets go", func(t *testing.T) {
+		if err := client.CoreV1().Services("default").Delete(ctx, "sticky", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRules(t, runner, func(listing string) bool { return !strings.Contains(listing, "default/sticky") })
+	})
 	t.Run("an unready endpoint drops out", func(t *testing.T) {
 		s := slice("default", "web", "http", v1.ProtocolTCP, 8080, eps[0], eps[1], ep{ip: netnstest.PodIP(3), node: "n1", notReady: true})
 		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
@@ -155,6 +163,10 @@ func TestKernel(t *testing.T) {
 		seen := spread(t, topo.Node, "10.43.0.20:80", 40)
 		if seen["pod3"] != 0 || len(seen) != 2 {
 			t.Errorf("after pod3 became unready: %v, want pod1 and pod2 only", seen)
+		}
+		// Every incremental sync applied (none fell back to a full one).
+		if n := counterValue(t, reg, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"); n != 0 {
+			t.Errorf("%v failed syncs", n)
 		}
 	})
 	t.Run("rules stay when the proxy exits", func(t *testing.T) {

@@ -85,14 +85,22 @@ type Existing struct {
 // Transaction renders the nft script that takes the table from prev (the
 // last Ruleset applied successfully, nil if unknown) and existing (what nft
 // listed, nil if unknown) to r, in one atomic transaction. Chains whose
-// rules did not change since prev are left alone; managed sets and maps
-// are refilled; chains and sets no longer wanted are removed.
+// rules did not change since prev are left alone (and objects prev had
+// are not declared again); managed sets and maps get only the elements
+// that changed; chains and sets no longer wanted are removed. If the
+// kernel's table no longer matches prev the transaction fails as a whole
+// and the caller syncs again with prev = nil.
 func (r *Ruleset) Transaction(prev *Ruleset, existing *Existing) string {
 	var b strings.Builder
 	t := r.Family + " " + r.Table
 	fmt.Fprintf(&b, "add table %s\n", t)
 	for _, name := range sortedKeys(r.Sets) {
 		s := r.Sets[name]
+		if prev != nil {
+			if old, ok := prev.Sets[name]; ok && old.Map == s.Map && old.Decl == s.Decl {
+				continue
+			}
+		}
 		kind := "set"
 		if s.Map {
 			kind = "map"
@@ -101,11 +109,26 @@ func (r *Ruleset) Transaction(prev *Ruleset, existing *Existing) string {
 	}
 	for _, name := range sortedKeys(r.Chains) {
 		c := r.Chains[name]
+		if prev != nil {
+			if old, ok := prev.Chains[name]; ok && old.Base == c.Base {
+				continue
+			}
+		}
 		if c.Base != "" {
 			fmt.Fprintf(&b, "add chain %s %s { %s }\n", t, name, c.Base)
 		} else {
 			fmt.Fprintf(&b, "add chain %s %s\n", t, name)
 		}
+	}
+	// Managed sets and maps: when the previous content is known, only the
+	// elements that changed are deleted and added (a map element whose
+	// value changed is deleted first); otherwise flushed and refilled.
+	incremental := func(s *Set) (*Set, bool) {
+		if prev == nil {
+			return nil, false
+		}
+		old, ok := prev.Sets[s.Name]
+		return old, ok && old.Managed && old.Map == s.Map && old.Decl == s.Decl
 	}
 	for _, name := range sortedKeys(r.Sets) {
 		s := r.Sets[name]
@@ -116,7 +139,23 @@ func (r *Ruleset) Transaction(prev *Ruleset, existing *Existing) string {
 		if s.Map {
 			kind = "map"
 		}
-		fmt.Fprintf(&b, "flush %s %s %s\n", kind, t, name)
+		old, ok := incremental(s)
+		if !ok {
+			fmt.Fprintf(&b, "flush %s %s %s\n", kind, t, name)
+			continue
+		}
+		want := make(map[string]bool, len(s.Elements))
+		for _, e := range s.Elements {
+			want[e] = true
+		}
+		var gone []string
+		for _, e := range old.Elements {
+			if !want[e] {
+				key, _, _ := strings.Cut(e, " : ")
+				gone = append(gone, key)
+			}
+		}
+		writeElements(&b, "delete", t, name, gone)
 	}
 	for _, name := range sortedKeys(r.Chains) {
 		c := r.Chains[name]
@@ -135,10 +174,20 @@ func (r *Ruleset) Transaction(prev *Ruleset, existing *Existing) string {
 		if !s.Managed {
 			continue
 		}
-		for i := 0; i < len(s.Elements); i += 500 {
-			end := min(i+500, len(s.Elements))
-			fmt.Fprintf(&b, "add element %s %s { %s }\n", t, name, strings.Join(s.Elements[i:end], ", "))
+		add := s.Elements
+		if old, ok := incremental(s); ok {
+			had := make(map[string]bool, len(old.Elements))
+			for _, e := range old.Elements {
+				had[e] = true
+			}
+			add = nil
+			for _, e := range s.Elements {
+				if !had[e] {
+					add = append(add, e)
+				}
+			}
 		}
+		writeElements(&b, "add", t, name, add)
 	}
 	// Stale objects: everything known to exist that r does not want.
 	staleChains, staleSets := map[string]bool{}, map[string]bool{}
@@ -178,6 +227,13 @@ func (r *Ruleset) Transaction(prev *Ruleset, existing *Existing) string {
 		fmt.Fprintf(&b, "delete %s %s %s\n", kind, t, n)
 	}
 	return b.String()
+}
+
+func writeElements(b *strings.Builder, verb, t, set string, elems []string) {
+	for i := 0; i < len(elems); i += 500 {
+		end := min(i+500, len(elems))
+		fmt.Fprintf(b, "%s element %s %s { %s }\n", verb, t, set, strings.Join(elems[i:end], ", "))
+	}
 }
 
 func equalRules(a, b []string) bool {
