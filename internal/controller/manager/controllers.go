@@ -3,6 +3,7 @@ package manager
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
+	"github.com/skiff-sh/skiff/internal/controller/daemonset"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
 	"github.com/skiff-sh/skiff/internal/controller/disruption"
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
@@ -24,6 +25,7 @@ import (
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
 		"cronjob":                cronjob.New,
+		"daemonset":              daemonset.New,
 		"deployment":             deployment.New,
 		"disruption":             disruption.New,
 		"endpoints":              endpoints.New,
