@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
+	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 )
 
 // Flags are the command-line flags of `skiff controller-manager`, named as
@@ -46,6 +47,8 @@ type Flags struct {
 	UnhealthyZone      float64
 	LargeClusterSize   int
 	TerminatedPodGCMax int
+	ClusterCIDR        string
+	NodeCIDRMaskSize   int
 }
 
 // DefaultFlags are upstream's defaults.
@@ -71,6 +74,8 @@ func DefaultFlags() Flags {
 		UnhealthyZone:      o.UnhealthyZoneThreshold,
 		LargeClusterSize:   o.LargeClusterSizeThreshold,
 		TerminatedPodGCMax: o.TerminatedPodGCThreshold,
+		ClusterCIDR:        nodeipam.DefaultClusterCIDR.String(),
+		NodeCIDRMaskSize:   nodeipam.DefaultNodeCIDRMaskSize,
 	}
 }
 
@@ -119,6 +124,8 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 	fs.Float64Var(&f.UnhealthyZone, "unhealthy-zone-threshold", f.UnhealthyZone, "fraction of not-ready nodes that makes a zone unhealthy")
 	fs.IntVar(&f.LargeClusterSize, "large-cluster-size-threshold", f.LargeClusterSize, "nodes above which a cluster is large for eviction rates")
 	fs.IntVar(&f.TerminatedPodGCMax, "terminated-pod-gc-threshold", f.TerminatedPodGCMax, "terminated pods kept before pod GC deletes the oldest (0 or less disables it, as upstream)")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
+	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", f.NodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -198,6 +205,10 @@ func (f Flags) controllerOptions() (controllercontext.Options, error) {
 		}
 		ca = b
 	}
+	clusterCIDR, err := nodeipam.ParseRange(f.ClusterCIDR, f.NodeCIDRMaskSize)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-cidr/--node-cidr-mask-size: %w", err))
+	}
 	syncs := map[string]int{}
 	for k, v := range f.ConcurrentSyncs {
 		if v <= 0 {
@@ -216,6 +227,8 @@ func (f Flags) controllerOptions() (controllercontext.Options, error) {
 		TerminatedPodGCThreshold:  podGCThreshold(f.TerminatedPodGCMax),
 		ConcurrentSyncs:           syncs,
 		RootCAPEM:                 ca,
+		ClusterCIDR:               clusterCIDR,
+		NodeCIDRMaskSize:          f.NodeCIDRMaskSize,
 	}, errors.Join(errs...)
 }
 

@@ -1,6 +1,7 @@
 package controllermanager
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ func TestConfig(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				m := c.Manager
 				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, m.Address, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
-				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}}
+				got = append(got, m.Controller.ClusterCIDR.String(), m.Controller.NodeCIDRMaskSize)
+				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("config (-want +got):\n%s", diff)
 				}
@@ -45,6 +47,22 @@ func TestConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "node IPAM range",
+			edit: func(f *Flags) {
+				f.Kubeconfig = "k"
+				f.ClusterCIDR = "10.100.0.0/16"
+				f.NodeCIDRMaskSize = 26
+			},
+			check: func(t *testing.T, c Config) {
+				o := c.Manager.Controller
+				if got := fmt.Sprintf("%s /%d", o.ClusterCIDR, o.NodeCIDRMaskSize); got != "10.100.0.0/16 /26" {
+					t.Errorf("node IPAM range = %s, want 10.100.0.0/16 /26", got)
+				}
+			},
+		},
+		{name: "cluster CIDR must parse", edit: func(f *Flags) { f.Kubeconfig = "k"; f.ClusterCIDR = "10.42.0.0" }, wantErr: "--cluster-cidr/--node-cidr-mask-size: cluster CIDR"},
+		{name: "node mask inside the cluster CIDR", edit: func(f *Flags) { f.Kubeconfig = "k"; f.NodeCIDRMaskSize = 8 }, wantErr: "node CIDR mask size 8"},
 		{name: "kubeconfig is required", edit: func(*Flags) {}, wantErr: "--kubeconfig is required"},
 		{name: "unknown controller", edit: func(f *Flags) { f.Kubeconfig = "k"; f.Controllers = []string{"nope"} }, wantErr: `"nope" is not in the list of known controllers`},
 		{name: "lease shorter than renew", edit: func(f *Flags) { f.Kubeconfig = "k"; f.LeaseDuration = time.Second }, wantErr: "must be greater than --leader-elect-renew-deadline"},

@@ -119,3 +119,29 @@ func TestCIDRSetIPv6(t *testing.T) {
 		t.Errorf("allocateNext = %v, %v; want fd00:42:0:1::/64", p, err)
 	}
 }
+
+func TestParseRange(t *testing.T) {
+	cases := []struct {
+		cidr    string
+		mask    int
+		want    string
+		wantErr string
+	}{
+		{"10.42.0.0/16", 24, "10.42.0.0/16", ""},
+		{" 10.42.7.0/16", 24, "10.42.0.0/16", ""},
+		{"10.42.0.0", 24, "", "cluster CIDR"},
+		{"10.42.0.0/16", 12, "", "mask size 12"},
+	}
+	for _, tc := range cases {
+		got, err := ParseRange(tc.cidr, tc.mask)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseRange(%q, %d) = %v, want error with %q", tc.cidr, tc.mask, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.String() != tc.want {
+			t.Errorf("ParseRange(%q, %d) = %v, %v; want %s", tc.cidr, tc.mask, got, err, tc.want)
+		}
+	}
+}

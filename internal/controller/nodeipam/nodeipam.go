@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,20 @@ const (
 	ReasonCIDRNotAvailable     = "CIDRNotAvailable"
 	ReasonCIDRAssignmentFailed = "CIDRAssignmentFailed"
 )
+
+// ParseRange checks a --cluster-cidr and --node-cidr-mask-size pair: the
+// cluster CIDR parses, the mask is at least as long as its prefix and at
+// most 16 bits longer (upstream's limits).
+func ParseRange(clusterCIDR string, maskSize int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(clusterCIDR))
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("cluster CIDR %q: %w", clusterCIDR, err)
+	}
+	if _, err := newCIDRSet(p, maskSize); err != nil {
+		return netip.Prefix{}, err
+	}
+	return p.Masked(), nil
+}
 
 // Controller hands out node CIDRs.
 type Controller struct {
