@@ -191,3 +191,23 @@ func TestLogRotator(t *testing.T) {
 		t.Error("MaxFiles 1 accepted")
 	}
 }
+
+func TestParseRotation(t *testing.T) {
+	for _, tc := range []struct {
+		size  string
+		files int
+		want  RotatorOptions
+		bad   bool
+	}{
+		{"10Mi", 5, RotatorOptions{MaxSize: 10 << 20, MaxFiles: 5}, false},
+		{"500k", 2, RotatorOptions{MaxSize: 500000, MaxFiles: 2}, false},
+		{"0", 5, RotatorOptions{}, true},
+		{"ten", 5, RotatorOptions{}, true},
+		{"10Mi", 1, RotatorOptions{}, true},
+	} {
+		got, err := ParseRotation(tc.size, tc.files)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseRotation(%q, %d) = %+v, %v", tc.size, tc.files, got, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -212,4 +213,20 @@ func compressFile(f string) error {
 		return err
 	}
 	return os.Remove(f)
+}
+
+// ParseRotation validates --container-log-max-size (a quantity such as
+// "10Mi") and --container-log-max-files into RotatorOptions.
+func ParseRotation(maxSize string, maxFiles int) (RotatorOptions, error) {
+	q, err := resource.ParseQuantity(maxSize)
+	if err != nil {
+		return RotatorOptions{}, fmt.Errorf("--container-log-max-size %q: %w", maxSize, err)
+	}
+	if q.Sign() <= 0 {
+		return RotatorOptions{}, fmt.Errorf("--container-log-max-size must be positive, got %s", maxSize)
+	}
+	if maxFiles < 2 {
+		return RotatorOptions{}, fmt.Errorf("--container-log-max-files must be at least 2, got %d", maxFiles)
+	}
+	return RotatorOptions{MaxSize: q.Value(), MaxFiles: maxFiles}, nil
 }
