@@ -16,6 +16,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
+	"github.com/skiff-sh/skiff/internal/controller/statefulset"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 )
 
@@ -39,6 +40,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"replicationcontroller":  replicaset.NewForReplicationControllers,
 		"root-ca-cert-publisher": rootcacert.New,
 		"serviceaccount":         serviceaccount.New,
+		"statefulset":            statefulset.New,
 		"ttl-after-finished":     ttlafterfinished.New,
 	}
 }
