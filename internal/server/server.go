@@ -29,6 +29,7 @@ import (
 	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
 	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/server/bootstrap"
+	"github.com/skiff-sh/skiff/internal/server/join"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
 
@@ -136,13 +137,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// One registry: the API server serves it on /metrics, with the
 	// controllers' work queue metrics in it.
 	registry := prometheus.NewRegistry()
+	// Joining nodes: bootstrap tokens, and the CA sent with the serving
+	// certificate so an agent can check it by its token (internal/server/join).
+	joiner := join.New(bundle.CA.Raw)
 	api, err := apiserver.New(apiserver.Config{
-		Registry:    registry,
-		Etcd:        store.Client(),
-		ClientCA:    bundle.CAPool,
-		ServingCert: bundle.Serving,
-		BindAddress: cfg.BindAddress,
-		Port:        cfg.Port,
+		Registry:      registry,
+		Etcd:          store.Client(),
+		ClientCA:      bundle.CAPool,
+		ServingCert:   joiner.ServingCert(bundle.Serving),
+		Authenticator: joiner.Authenticator(),
+		BindAddress:   cfg.BindAddress,
+		Port:          cfg.Port,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
@@ -176,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if _, err := joiner.Ensure(ctx, client, filepath.Join(cfg.DataDir, join.TokenFile)); err != nil {
+		return fmt.Errorf("join token: %w", err)
 	}
 
 	cmHandle, err := launchControllerManager(ctx, cfg, bundle.AdminRESTConfig(serverURL), registry)
@@ -248,6 +256,11 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 	if len(opts.Controller.RootCAPEM) == 0 {
 		// Published as kube-root-ca.crt in every namespace.
 		opts.Controller.RootCAPEM = restConfig.CAData
+	}
+	if opts.Controller.ClusterSigningCertFile == "" {
+		// Signs the certificates of joining nodes (csrsigning).
+		opts.Controller.ClusterSigningCertFile = filepath.Join(PKIDir(cfg.DataDir), pki.CACertFile)
+		opts.Controller.ClusterSigningKeyFile = filepath.Join(PKIDir(cfg.DataDir), pki.CAKeyFile)
 	}
 	opts.LeaderElect = true
 	if opts.Identity == "" {

@@ -3,6 +3,8 @@ package manager
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
+	"github.com/skiff-sh/skiff/internal/controller/csrapproving"
+	"github.com/skiff-sh/skiff/internal/controller/csrsigning"
 	"github.com/skiff-sh/skiff/internal/controller/daemonset"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
 	"github.com/skiff-sh/skiff/internal/controller/disruption"
@@ -26,6 +28,8 @@ import (
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
 		"cronjob":                cronjob.New,
+		"csrapproving":           csrapproving.New,
+		"csrsigning":             csrsigning.New,
 		"daemonset":              daemonset.New,
 		"deployment":             deployment.New,
 		"disruption":             disruption.New,
