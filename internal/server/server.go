@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
@@ -55,9 +56,10 @@ type Config struct {
 	// ports (0 picks a free one).
 	EtcdClientPort int
 	EtcdPeerPort   int
-	// DisableAgent skips the node agent (there is no agent yet; accepted
-	// for compatibility).
+	// DisableAgent skips the node agent; Agent tunes it (its DataDir and
+	// RESTConfig are the server's).
 	DisableAgent bool
+	Agent        agent.Config
 	// ReadyTimeout bounds each start step and the bootstrap (default 60 s).
 	ReadyTimeout time.Duration
 	// Out receives the human-readable start-up summary (default stderr).
@@ -217,8 +219,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else {
 		fmt.Fprintf(cfg.Out, "Try: %s kubectl --kubeconfig %s get namespaces\n", cfg.CommandName, kubeconfig)
 	}
+	agentDone := make(<-chan struct{})
 	if cfg.DisableAgent {
 		logger.V(1).Info("Node agent disabled")
+	} else {
+		agentHandle, launchErr := launchAgent(ctx, cfg, bundle.AdminRESTConfig(serverURL))
+		if launchErr != nil {
+			return launchErr
+		}
+		// Deferred: the agent stops first (its containers keep running).
+		defer func() {
+			if stopErr := agentHandle.Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
+		}()
+		agentDone = agentHandle.Done()
+		fmt.Fprintf(cfg.Out, "Node agent ready: node %q.\n", nodeName(cfg))
 	}
 
 	select {
@@ -233,6 +249,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(cmHandle.Err(), "controller-manager"))
 	case <-schedHandle.Done():
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(schedHandle.Err(), "scheduler"))
+	case <-agentDone:
+		return fmt.Errorf("stopped unexpectedly: node agent exited")
 	}
 }
 

@@ -55,7 +55,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	stopAgentCluster()
+	return code
 }
 
 func repoRoot() string {
@@ -126,7 +128,7 @@ func startServer(t *testing.T, dataDir string, ports serverPorts) *serverProc {
 
 func tryStartServer(t *testing.T, dataDir string, ports serverPorts, mayRetry bool) (*serverProc, bool) {
 	t.Helper()
-	cmd := exec.Command(binary(), "server",
+	cmd := exec.Command(binary(), "server", "--disable-agent",
 		"--data-dir", dataDir,
 		"--https-listen-port", fmt.Sprint(ports.api),
 		"--etcd-client-port", fmt.Sprint(ports.etcdClient),

@@ -4,6 +4,7 @@ package root
 import (
 	"github.com/spf13/cobra"
 
+	agentcmd "github.com/skiff-sh/skiff/internal/cli/agent"
 	containerdcmd "github.com/skiff-sh/skiff/internal/cli/containerd"
 	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
 	imagecmd "github.com/skiff-sh/skiff/internal/cli/image"
@@ -23,6 +24,7 @@ func NewCommand() *cobra.Command {
 
   skiff server              run the control plane on this machine: etcd, API
                             server, controller manager and scheduler
+  skiff agent               run a node agent (kubelet, containerd) joined to a cluster
   skiff kubectl             run kubectl against it
   skiff controller-manager  run only the controllers, against a kubeconfig
   skiff scheduler           run only the scheduler, against a kubeconfig
@@ -38,5 +40,6 @@ func NewCommand() *cobra.Command {
 	cmd.AddCommand(simulatecmd.NewCommand())
 	cmd.AddCommand(schedulercmd.NewCommand())
 	cmd.AddCommand(containerdcmd.NewCommand(), imagecmd.NewCommand())
+	cmd.AddCommand(agentcmd.NewCommand())
 	return cmd
 }

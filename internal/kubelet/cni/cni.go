@@ -51,7 +51,6 @@ func Generate(c Config) ([]byte, error) {
 		c.Name = DefaultNetworkName
 	}
 	var ranges [][]map[string]string
-	var routes []map[string]string
 	for _, cidr := range c.PodCIDRs {
 		p, err := netip.ParsePrefix(cidr)
 		if err != nil {
@@ -60,11 +59,6 @@ func Generate(c Config) ([]byte, error) {
 		p = p.Masked()
 		gw := p.Addr().Next()
 		ranges = append(ranges, []map[string]string{{"subnet": p.String(), "gateway": gw.String()}})
-		if p.Addr().Is4() {
-			routes = append(routes, map[string]string{"dst": "0.0.0.0/0"})
-		} else {
-			routes = append(routes, map[string]string{"dst": "::/0"})
-		}
 	}
 	bridge := map[string]any{
 		"type":             "bridge",
@@ -72,10 +66,12 @@ func Generate(c Config) ([]byte, error) {
 		"isDefaultGateway": true,
 		"ipMasq":           !c.NoMasquerade,
 		"hairpinMode":      true,
+		// isDefaultGateway makes the bridge's address each pod's default
+		// route, so IPAM adds no routes of its own (a second default
+		// route would fail with "file exists").
 		"ipam": map[string]any{
 			"type":   "host-local",
 			"ranges": ranges,
-			"routes": routes,
 		},
 	}
 	if c.MTU > 0 {

@@ -27,7 +27,6 @@ func TestGenerate(t *testing.T) {
 				"ipam": map[string]any{
 					"type":   "host-local",
 					"ranges": []any{[]any{map[string]any{"subnet": "10.42.3.0/24", "gateway": "10.42.3.1"}}},
-					"routes": []any{map[string]any{"dst": "0.0.0.0/0"}},
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}, "snat": true},

@@ -1,0 +1,212 @@
+// Package agent wires the node agent of `skiff agent` and of `skiff
+// server` (unless --disable-agent): the agent's own containerd (supervised,
+// internal/agent/containerd) or an existing CRI socket, then the kubelet
+// talking to it. Start order: containerd → CRI clients → kubelet; stop in
+// reverse.
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	criclient "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/agent/containerd"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/server/lifecycle"
+)
+
+// DefaultReadyTimeout bounds each start step.
+const DefaultReadyTimeout = 2 * time.Minute
+
+// Config is the validated configuration of a node agent.
+type Config struct {
+	// DataDir holds the agent's state under <data-dir>/agent.
+	DataDir string
+	// RESTConfig is the agent's identity towards the API server.
+	RESTConfig *rest.Config
+	// ContainerRuntimeEndpoint is an existing CRI socket
+	// ("unix:///run/containerd/containerd.sock"); empty runs the agent's
+	// own containerd.
+	ContainerRuntimeEndpoint string
+	// CNIConfDir is where the CNI config is written when an external
+	// runtime is used (default /etc/cni/net.d); the agent's own containerd
+	// reads <data-dir>/agent/etc/cni/net.d.
+	CNIConfDir string
+	// Containerd tunes the agent's own containerd.
+	Containerd containerd.Options
+	// Kubelet are the kubelet's options; NodeName is required, RootDir
+	// defaults to <data-dir>/agent/kubelet.
+	Kubelet kubelet.Options
+	// ReadyTimeout bounds each start step (default 2 min).
+	ReadyTimeout time.Duration
+	// KubeletAPI serves the kubelet API (logs, exec, port-forward, metrics)
+	// on Kubelet.Port and rotates container logs; nil Certificate leaves
+	// both out. See internal/kubelet/server.
+	KubeletAPI KubeletAPIConfig
+}
+
+// KubeletAPIConfig is what the kubelet API server needs from the wiring.
+type KubeletAPIConfig struct {
+	// Certificate is the serving certificate (signed by the cluster CA).
+	Certificate *tls.Certificate
+	// ClientCA verifies its clients (the cluster CA).
+	ClientCA *x509.CertPool
+	// Rotation is --container-log-max-size and --container-log-max-files.
+	Rotation kubeletserver.RotatorOptions
+}
+
+// Agent is one node agent.
+type Agent struct {
+	cfg   Config
+	ready chan struct{}
+
+	kubelet *kubelet.Kubelet
+	runtime internalapi.RuntimeService
+	images  internalapi.ImageManagerService
+	cd      *containerd.Containerd
+	started chan struct{}
+}
+
+// New returns an agent; it does nothing until Start.
+func New(cfg Config) *Agent {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if cfg.Kubelet.RootDir == "" {
+		cfg.Kubelet.RootDir = filepath.Join(cfg.DataDir, "agent", "kubelet")
+	}
+	return &Agent{cfg: cfg, ready: make(chan struct{}), started: make(chan struct{})}
+}
+
+// Ready is closed once the kubelet is registered and serving pods.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Kubelet returns the running kubelet (nil before Start got that far), for
+// node components wired beside it (the kubelet API server, the proxy).
+func (a *Agent) Kubelet() *kubelet.Kubelet {
+	select {
+	case <-a.started:
+		return a.kubelet
+	default:
+		return nil
+	}
+}
+
+// Start runs the agent until ctx ends.
+func (a *Agent) Start(ctx context.Context) (err error) {
+	logger := klog.FromContext(ctx).WithName("agent")
+	ctx = klog.NewContext(ctx, logger)
+	if a.cfg.RESTConfig == nil {
+		return errors.New("agent: no API server credentials")
+	}
+	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "agent"), 0o700); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+
+	endpoint := a.cfg.ContainerRuntimeEndpoint
+	kopts := a.cfg.Kubelet
+	var handles []*lifecycle.Handle
+	defer func() {
+		for i := len(handles) - 1; i >= 0; i-- {
+			if stopErr := handles[i].Stop(); stopErr != nil && !errors.Is(stopErr, context.Canceled) {
+				err = errors.Join(err, stopErr)
+			}
+		}
+	}()
+	var cdDone <-chan struct{}
+	if endpoint == "" {
+		a.cd = containerd.New(a.cfg.DataDir, a.cfg.Containerd)
+		h, err := lifecycle.Launch(ctx, "containerd", a.cd, a.cfg.ReadyTimeout)
+		if err != nil {
+			return err
+		}
+		handles = append(handles, h)
+		cdDone = h.Done()
+		endpoint = a.cd.Endpoint()
+		if kopts.CNIConfDir == "" {
+			kopts.CNIConfDir = a.cd.CNIConfDir()
+		}
+	} else if kopts.CNIConfDir == "" {
+		kopts.CNIConfDir = a.cfg.CNIConfDir
+		if kopts.CNIConfDir == "" {
+			kopts.CNIConfDir = "/etc/cni/net.d"
+		}
+	}
+
+	rs, err := criclient.NewRemoteRuntimeService(ctx, endpoint, 2*time.Minute, nil, false)
+	if err != nil {
+		return fmt.Errorf("agent: CRI runtime %s: %w", endpoint, err)
+	}
+	is, err := criclient.NewRemoteImageService(ctx, endpoint, 2*time.Minute, nil, false)
+	if err != nil {
+		return fmt.Errorf("agent: CRI images %s: %w", endpoint, err)
+	}
+	a.runtime, a.images = rs, is
+
+	cfg := rest.CopyConfig(a.cfg.RESTConfig)
+	cfg.UserAgent = "skiff-kubelet/" + kubelet.Version
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.kubelet = kubelet.New(client, rs, is, kopts)
+	close(a.started)
+	kh, err := lifecycle.Launch(ctx, "kubelet", a.kubelet, a.cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	handles = append(handles, kh)
+	if api := a.cfg.KubeletAPI; api.Certificate != nil {
+		port := kopts.Port
+		if port == 0 {
+			port = kubelet.DefaultPort
+		}
+		node, err := kubeletserver.NewNode(a.kubelet, rs, is, kubeletserver.Options{
+			Address: fmt.Sprintf(":%d", port), Certificate: api.Certificate, ClientCA: api.ClientCA, NodeName: kopts.NodeName,
+			Metrics: kubeletserver.NewMetrics(nil),
+		}, api.Rotation)
+		if err != nil {
+			return fmt.Errorf("agent: kubelet API: %w", err)
+		}
+		nh, err := lifecycle.Launch(ctx, "kubelet-api", node, a.cfg.ReadyTimeout)
+		if err != nil {
+			return err
+		}
+		handles = append(handles, nh)
+	}
+	logger.Info("Node agent ready", "node", kopts.NodeName, "runtime", endpoint)
+	close(a.ready)
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-kh.Done():
+		return fmt.Errorf("kubelet stopped: %w", orStopped(kh.Err()))
+	case <-cdDone:
+		return fmt.Errorf("containerd supervisor stopped: %w", orStopped(handles[0].Err()))
+	}
+}
+
+func orStopped(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("exited")
+}

@@ -1,0 +1,241 @@
+// Package agent is the `skiff agent` command: a worker node (kubelet and,
+// with them, the node's containerd) joining a Skiff cluster.
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+)
+
+// Flags are the command-line flags of `skiff agent`.
+type Flags struct {
+	DataDir                  string
+	Server                   string
+	Token                    string
+	Kubeconfig               string
+	NodeName                 string
+	NodeIP                   string
+	NodeLabels               []string
+	RegisterWithTaints       []string
+	KubeReserved             string
+	SystemReserved           string
+	MaxPods                  int
+	PodCIDR                  string
+	ContainerRuntimeEndpoint string
+	CNIConfDir               string
+	ClusterDNS               []string
+	ClusterDomain            string
+}
+
+// DefaultFlags work on a fresh machine given a kubeconfig.
+func DefaultFlags() Flags {
+	return Flags{
+		DataDir:       "/var/lib/skiff",
+		MaxPods:       kubelet.DefaultMaxPods,
+		ClusterDNS:    []string{kubelet.DefaultClusterDNS},
+		ClusterDomain: kubelet.DefaultClusterDomain,
+	}
+}
+
+// NewCommand builds `skiff agent`.
+func NewCommand() *cobra.Command {
+	f := DefaultFlags()
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node agent: the kubelet with its own containerd, joined to a cluster",
+		Long: `Run a node agent on this machine.
+
+It starts the containerd built into skiff (or uses --container-runtime-endpoint),
+registers this machine as a Node, and runs the pods the scheduler binds to it.
+The API server is named by --kubeconfig (with credentials), or by --server with
+--token (joining with a token is not available in this build yet: use
+--kubeconfig). SIGINT or SIGTERM stops the kubelet and containerd; the pods'
+containers keep running and are adopted at the next start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.Config()
+			if err != nil {
+				return err
+			}
+			cmd.SilenceUsage = true
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			a := agent.New(cfg)
+			return a.Start(ctx)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for the agent's state (<data-dir>/agent: containerd, images to import, pod volumes)")
+	fs.StringVar(&f.Server, "server", f.Server, "URL of the API server to join, e.g. https://10.0.0.1:6443 (with --token)")
+	fs.StringVar(&f.Token, "token", f.Token, "join token printed by skiff server (<data-dir>/token on the server)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "kubeconfig with the node's credentials (instead of --server/--token)")
+	fs.StringVar(&f.NodeName, "node-name", f.NodeName, "name of the Node (default: the hostname)")
+	fs.StringVar(&f.NodeIP, "node-ip", f.NodeIP, "InternalIP the node reports (default: the address of the default route's interface)")
+	fs.StringSliceVar(&f.NodeLabels, "node-labels", f.NodeLabels, "labels to add to the Node at registration, key=value[,key=value]")
+	fs.StringSliceVar(&f.RegisterWithTaints, "register-with-taints", f.RegisterWithTaints, "taints the Node is registered with, key[=value]:Effect[,...]")
+	fs.StringVar(&f.KubeReserved, "kube-reserved", f.KubeReserved, "resources reserved for Kubernetes components, e.g. cpu=100m,memory=256Mi")
+	fs.StringVar(&f.SystemReserved, "system-reserved", f.SystemReserved, "resources reserved for the system, e.g. cpu=100m,memory=256Mi")
+	fs.IntVar(&f.MaxPods, "max-pods", f.MaxPods, "most pods this node runs")
+	fs.StringVar(&f.PodCIDR, "pod-cidr", f.PodCIDR, "pod CIDR to set on the Node when it has none (for clusters without node IPAM)")
+	fs.StringVar(&f.ContainerRuntimeEndpoint, "container-runtime-endpoint", f.ContainerRuntimeEndpoint, "existing CRI socket to use instead of the built-in containerd, e.g. unix:///run/containerd/containerd.sock")
+	fs.StringVar(&f.CNIConfDir, "cni-conf-dir", f.CNIConfDir, "where to write the CNI config for an external runtime (default /etc/cni/net.d)")
+	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", f.ClusterDNS, "DNS server IPs for ClusterFirst pods")
+	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "cluster DNS domain")
+	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddGoFlag(logFlags.Lookup(name))
+	}
+	return cmd
+}
+
+// Config validates the flags into an agent.Config.
+func (f Flags) Config() (agent.Config, error) {
+	var errs []error
+	dataDir, err := filepath.Abs(f.DataDir)
+	if err != nil || strings.TrimSpace(f.DataDir) == "" {
+		errs = append(errs, errors.New("--data-dir must name a directory"))
+	}
+	var restConfig *rest.Config
+	switch {
+	case f.Kubeconfig != "":
+		restConfig, err = clientcmd.BuildConfigFromFlags(f.Server, f.Kubeconfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
+		}
+	case f.Server != "" || f.Token != "":
+		errs = append(errs, errors.New("joining with --server and --token is not available in this build yet; pass --kubeconfig"))
+	default:
+		errs = append(errs, errors.New("--kubeconfig (or --server with --token) is required"))
+	}
+	name := f.NodeName
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	name = strings.ToLower(name)
+	if f.NodeIP != "" && net.ParseIP(f.NodeIP) == nil {
+		errs = append(errs, fmt.Errorf("--node-ip %q is not an IP address", f.NodeIP))
+	}
+	labels, err := ParseLabels(f.NodeLabels)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--node-labels: %w", err))
+	}
+	taints, err := ParseTaints(f.RegisterWithTaints)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--register-with-taints: %w", err))
+	}
+	kubeReserved, err := ParseResources(f.KubeReserved)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--kube-reserved: %w", err))
+	}
+	systemReserved, err := ParseResources(f.SystemReserved)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--system-reserved: %w", err))
+	}
+	if f.MaxPods <= 0 {
+		errs = append(errs, errors.New("--max-pods must be positive"))
+	}
+	if f.PodCIDR != "" {
+		if _, _, err := net.ParseCIDR(f.PodCIDR); err != nil {
+			errs = append(errs, fmt.Errorf("--pod-cidr: %w", err))
+		}
+	}
+	for _, ip := range f.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			errs = append(errs, fmt.Errorf("--cluster-dns %q is not an IP address", ip))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return agent.Config{}, err
+	}
+	return agent.Config{
+		DataDir:                  dataDir,
+		RESTConfig:               restConfig,
+		ContainerRuntimeEndpoint: f.ContainerRuntimeEndpoint,
+		CNIConfDir:               f.CNIConfDir,
+		Kubelet: kubelet.Options{
+			NodeName:           name,
+			NodeIP:             f.NodeIP,
+			NodeLabels:         labels,
+			RegisterWithTaints: taints,
+			KubeReserved:       kubeReserved,
+			SystemReserved:     systemReserved,
+			MaxPods:            f.MaxPods,
+			PodCIDR:            f.PodCIDR,
+			ClusterDNS:         f.ClusterDNS,
+			ClusterDomain:      f.ClusterDomain,
+		},
+	}, nil
+}
+
+// ParseLabels parses key=value pairs.
+func ParseLabels(in []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range in {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// ParseTaints parses key[=value]:Effect.
+func ParseTaints(in []string) ([]corev1.Taint, error) {
+	var out []corev1.Taint
+	for _, s := range in {
+		kv, effect, ok := strings.Cut(strings.TrimSpace(s), ":")
+		if !ok {
+			return nil, fmt.Errorf("%q has no effect (key=value:Effect)", s)
+		}
+		switch corev1.TaintEffect(effect) {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return nil, fmt.Errorf("%q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" {
+			return nil, fmt.Errorf("%q has no key", s)
+		}
+		out = append(out, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
+	}
+	return out, nil
+}
+
+// ParseResources parses name=quantity pairs.
+func ParseResources(in string) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	if strings.TrimSpace(in) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(in, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not name=quantity", kv)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}

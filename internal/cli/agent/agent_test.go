@@ -1,0 +1,39 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestParse(t *testing.T) {
+	taints, err := ParseTaints([]string{"dedicated=gpu:NoSchedule", "spot:PreferNoSchedule"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}, {Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule}}
+	if diff := cmp.Diff(want, taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if _, err := ParseTaints([]string{"a=b:Sometimes"}); err == nil {
+		t.Error("a bad effect was accepted")
+	}
+	res, err := ParseResources("cpu=100m,memory=256Mi")
+	if err != nil || res.Cpu().MilliValue() != 100 || res.Memory().Value() != 256<<20 {
+		t.Errorf("resources %v, %v", res, err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	f := DefaultFlags()
+	f.NodeIP = "nope"
+	f.MaxPods = 0
+	_, err := f.Config()
+	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %s", err, want)
+		}
+	}
+}

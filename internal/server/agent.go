@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/pki"
+	"github.com/skiff-sh/skiff/internal/server/lifecycle"
+)
+
+// LocalPodCIDR is the pod CIDR of the server's own node: the first /24 of
+// the pod network, set at registration so the node can run pods before (or
+// without) a node-IPAM controller.
+const LocalPodCIDR = "10.42.0.0/24"
+
+// launchAgent starts the node agent of this host in process (unless
+// --disable-agent): the node is named after the hostname and talks to the
+// API server with the admin identity (there is no node identity for the
+// server's own agent yet).
+func launchAgent(ctx context.Context, cfg Config, restConfig *rest.Config) (*lifecycle.Handle, error) {
+	ac := cfg.Agent
+	ac.DataDir = cfg.DataDir
+	ac.RESTConfig = restConfig
+	if ac.Kubelet.NodeName == "" {
+		host, _ := os.Hostname()
+		ac.Kubelet.NodeName = strings.ToLower(host)
+	}
+	if ac.Kubelet.PodCIDR == "" {
+		ac.Kubelet.PodCIDR = LocalPodCIDR
+	}
+	if ac.KubeletAPI.Certificate == nil {
+		// The in-process agent's kubelet API certificate comes from the
+		// cluster CA directly, for the node's name and addresses.
+		bundle, err := pki.Ensure(PKIDir(cfg.DataDir), pki.Options{BindAddress: cfg.BindAddress})
+		if err != nil {
+			return nil, err
+		}
+		cert, err := bundle.EnsureKubeletServing("kubelet.crt", "kubelet.key", ac.Kubelet.NodeName, kubeletAddresses(), pki.Options{})
+		if err != nil {
+			return nil, err
+		}
+		ac.KubeletAPI.Certificate, ac.KubeletAPI.ClientCA = &cert, bundle.CAPool
+	}
+	a := agent.New(ac)
+	return lifecycle.Launch(ctx, "agent", a, 0)
+}
+
+func nodeName(cfg Config) string {
+	if cfg.Agent.Kubelet.NodeName != "" {
+		return cfg.Agent.Kubelet.NodeName
+	}
+	host, _ := os.Hostname()
+	return strings.ToLower(host)
+}
+
+// kubeletAddresses are the host's unicast addresses, for the kubelet
+// serving certificate (the API server reaches the kubelet at the node's
+// InternalIP).
+func kubeletAddresses() []string {
+	var out []string
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.IsGlobalUnicast() {
+			out = append(out, ipn.IP.String())
+		}
+	}
+	return out
+}
