@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 )
 
 // applyPatchType is server-side apply's content type.
@@ -143,7 +145,8 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	}
-	mode := modeFor(info.Subresource)
+	mode := h.modeFor(info.Subresource)
+	dry, _ := dryRun(r)
 	obj, err := h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
 		if err != nil {
@@ -152,7 +155,7 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
 			return nil, err
 		}
-		if err := h.srv.admit(ctx, h, next, cur, "update"); err != nil {
+		if err := h.admit(ctx, admission.Update, next, cur, info, dry); err != nil {
 			return nil, err
 		}
 		return next, nil

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
 // maxJSONPatchOperations bounds the work a single JSON patch may ask for.
@@ -96,7 +98,7 @@ func (h *resourceHandler) patchObject(r *http.Request, pt types.PatchType, patch
 }
 
 func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
-	if info.Subresource != "" && info.Subresource != "status" {
+	if sub := h.subresourceHandler(info.Subresource); sub != "" && sub != registry.HandleStatus {
 		return nil, methodNotSupported(h.gr, info.Verb)
 	}
 	if mt, _ := requestMediaType(r); mt == string(applyPatchType) {
@@ -120,7 +122,7 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 		if err := h.checkIdentity(next, info); err != nil {
 			return nil, err
 		}
-		return h.finishUpdate(ctx, r, info.Subresource, next, cur)
+		return h.finishUpdate(ctx, r, info, next, cur)
 	})
 }
 

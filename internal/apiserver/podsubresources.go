@@ -9,20 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// subresourceFunc serves one subresource beyond the generic ones (status,
-// scale, binding, finalize).
-type subresourceFunc func(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output)
-
-func (s *Server) buildSubresources() map[string]subresourceFunc {
-	m := map[string]subresourceFunc{}
-	for _, sub := range []string{"log", "exec", "attach", "portforward"} {
-		m["pods/"+sub] = servePodStream
-	}
-	m["certificatesigningrequests.certificates.k8s.io/approval"] = serveCSRApproval
-	m["pods/eviction"] = servePodEviction
-	return m
-}
-
 // servePodStream answers the streaming pod subresources. They are proxied
 // to the kubelet of the pod's node; until node agents exist, a scheduled
 // pod gets a clear 503 and an unscheduled one upstream's 400.

@@ -86,9 +86,6 @@ func parseRequestInfo(r *http.Request) RequestInfo {
 			info.Subresource = parts[2]
 		}
 	}
-	if info.Resource == "namespaces" && info.Name != "" && info.Namespace == "" {
-		// the namespace object lives at cluster scope
-	}
 	q := r.URL.Query()
 	if info.Name == "" && info.Verb == "get" {
 		if q.Get("watch") == "true" || q.Get("watch") == "1" {

@@ -19,15 +19,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
@@ -68,6 +68,12 @@ type Config struct {
 	// WatchBookmarkInterval is how often watchers that allow bookmarks get
 	// one (default 30s; tests shorten it).
 	WatchBookmarkInterval time.Duration
+	// Clock is the time of deletion timestamps, admission and the
+	// background loops (default: the real clock; tests step a fake one).
+	Clock clock.WithTicker
+	// ReapInterval is how often objects whose graceful deletion is over
+	// are removed (default 1s).
+	ReapInterval time.Duration
 }
 
 // Server is a running (or ready to run) API server.
@@ -90,14 +96,11 @@ type Server struct {
 	handlers  map[schema.GroupVersionResource]*resourceHandler
 	cachers   []*storage.Cacher
 
-	subresources map[string]subresourceFunc
-	// deletingNamespaces: namespace name → when this server marked it for
-	// deletion (see getNamespace).
-	deletingNamespaces sync.Map
-
-	mu         sync.Mutex
-	namespaces *resourceHandler
-	pods       *resourceHandler
+	clock     clock.WithTicker
+	admission *admission.Chain
+	// The loops Start runs beside serving.
+	reaper    *reaper
+	compactor *compactor
 }
 
 // New builds the server; it has no side effects until Start.
@@ -120,6 +123,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.ReapInterval == 0 {
+		cfg.ReapInterval = time.Second
+	}
 	c, err := newCodecs()
 	if err != nil {
 		return nil, err
@@ -133,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:  metrics.New(cfg.Registry),
 		alloc:    alloc,
 		handlers: map[schema.GroupVersionResource]*resourceHandler{},
+		clock:    cfg.Clock,
 	}
 	auths := []authn.Authenticator{authn.NewX509(cfg.ClientCA)}
 	if cfg.Authenticator != nil {
@@ -143,7 +153,11 @@ func New(cfg Config) (*Server, error) {
 	if s.authz == nil {
 		s.authz = authz.AlwaysAllowAuthenticated
 	}
-	s.subresources = s.buildSubresources()
+	if s.admission, err = newAdmission(reader{srv: s}, cfg.Clock); err != nil {
+		return nil, err
+	}
+	s.reaper = &reaper{clock: cfg.Clock, interval: cfg.ReapInterval}
+	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
 	s.resources = builtin.Resources(registry.Deps{
 		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
 	})
@@ -164,14 +178,11 @@ func New(cfg Config) (*Server, error) {
 		*h = *newResourceHandler(res, cacher, c, s)
 		s.cachers = append(s.cachers, cacher)
 		s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
-		switch {
-		case res.GroupVersion.Group == "" && res.Resource == "namespaces":
-			s.namespaces = h
-		case res.GroupVersion.Group == "" && res.Resource == "pods":
-			s.pods = h
+		if _, ok := res.Strategy.(registry.GracefulDeleter); ok {
+			s.reaper.targets = append(s.reaper.targets, reapTarget{name: h.gr.String(), store: cacher, prefix: h.prefix()})
 		}
 	}
-	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""))
+	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
@@ -246,7 +257,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	if err := s.rebuildAllocations(ctx); err != nil {
+	if err := s.restore(ctx); err != nil {
 		cancelCaches()
 		return err
 	}
@@ -273,8 +284,13 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	go s.compactLoop(cctx)
-	go s.podReaper(cctx)
+	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Start(cctx)
+		}()
+	}
 	close(s.ready)
 	logger.Info("API server listening", "address", s.addr)
 
@@ -294,121 +310,24 @@ func (s *Server) Start(ctx context.Context) error {
 	return err
 }
 
-// rebuildAllocations loads every stored Service's ClusterIPs and NodePorts
-// into the allocator, so a restart never hands out an address in use.
-func (s *Server) rebuildAllocations(ctx context.Context) error {
-	h := s.handlers[corev1.SchemeGroupVersion.WithResource("services")]
-	if h == nil {
-		return nil
-	}
-	list := &corev1.ServiceList{}
-	if err := h.store.List(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"}, list); err != nil {
-		return fmt.Errorf("list services for allocation: %w", err)
-	}
-	return s.alloc.Rebuild(list.Items)
-}
-
-// compactLoop compacts etcd revisions older than one interval, as
-// upstream does every 5 minutes.
-func (s *Server) compactLoop(ctx context.Context) {
-	if s.cfg.CompactionInterval < 0 {
-		return
-	}
-	t := time.NewTicker(s.cfg.CompactionInterval)
-	defer t.Stop()
-	var last int64
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		resp, err := s.cfg.Etcd.Get(ctx, "compact_rev_key", clientv3.WithCountOnly())
-		if err != nil {
+// restore gives every strategy that keeps state beside the store
+// (registry.Restorer: the service allocator) the stored objects, so a
+// restart never hands out what is in use.
+func (s *Server) restore(ctx context.Context) error {
+	for _, h := range s.handlers {
+		r, ok := h.res.Strategy.(registry.Restorer)
+		if !ok || h.store == nil {
 			continue
 		}
-		if last > 0 {
-			if _, err := s.cfg.Etcd.Compact(ctx, last); err != nil {
-				klog.FromContext(ctx).V(2).Info("compaction failed", "revision", last, "err", err)
-			}
+		list := h.res.NewList()
+		if err := h.store.List(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"}, list); err != nil {
+			return fmt.Errorf("list %s to restore: %w", h.gr, err)
 		}
-		last = resp.Header.Revision
-	}
-}
-
-// podReaper removes pods whose graceful deletion period is over and that
-// nothing holds (no finalizers): the kubelet confirms sooner by deleting
-// with grace 0.
-func (s *Server) podReaper(ctx context.Context) {
-	if s.pods == nil {
-		return
-	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		objs, _, err := s.pods.store.ListCached(ctx, s.pods.prefix(), storage.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			continue
-		}
-		now := time.Now()
-		for _, o := range objs {
-			pod := o.Object.(*corev1.Pod)
-			if pod.DeletionTimestamp == nil || len(pod.Finalizers) > 0 || now.Before(pod.DeletionTimestamp.Time) {
-				continue
-			}
-			uid := pod.UID
-			err := s.pods.store.Delete(ctx, o.Key, nil, &storage.Preconditions{UID: &uid})
-			if err != nil && !storage.IsNotFound(err) {
-				klog.FromContext(ctx).V(2).Info("reaping pod failed", "pod", klog.KObj(pod), "err", err)
-			}
+		if err := r.Restore(list); err != nil {
+			return fmt.Errorf("restore %s: %w", h.gr, err)
 		}
 	}
-}
-
-// liveLookupWindow is how long after a namespace was marked for deletion
-// its lookups skip the cache, which may not show the mark yet.
-const liveLookupWindow = time.Minute
-
-// noteNamespaceDeleting remembers that this server just marked a namespace
-// for deletion.
-func (s *Server) noteNamespaceDeleting(name string) {
-	s.deletingNamespaces.Store(name, time.Now())
-}
-
-// getNamespace reads a namespace from the cache, falling back to etcd
-// when the cache has not seen a namespace created a moment ago, and
-// reading etcd for one marked for deletion a moment ago (as upstream's
-// NamespaceLifecycle forces live lookups).
-func (s *Server) getNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
-	if s.namespaces == nil {
-		return &corev1.Namespace{}, nil
-	}
-	ns := &corev1.Namespace{}
-	key := s.namespaces.key("", name)
-	rv := "0"
-	if t, ok := s.deletingNamespaces.Load(name); ok {
-		if time.Since(t.(time.Time)) < liveLookupWindow {
-			rv = ""
-		} else {
-			s.deletingNamespaces.Delete(name)
-		}
-	}
-	err := s.namespaces.store.GetRV(ctx, key, rv, ns)
-	if storage.IsNotFound(err) && rv == "0" {
-		err = s.namespaces.store.Get(ctx, key, ns)
-	}
-	if storage.IsNotFound(err) {
-		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
-	}
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	return ns, nil
+	return nil
 }
 
 // buildFieldManagers gives every stored resource its managedFields
@@ -426,7 +345,7 @@ func (s *Server) buildFieldManagers() error {
 		if h.store == nil {
 			continue
 		}
-		fm, err := newFieldManagers(tc, s.codecs.scheme, h.gvk, h.res.Subresources["status"])
+		fm, err := newFieldManagers(tc, s.codecs.scheme, h.gvk, h.hasStatus())
 		if err != nil {
 			return fmt.Errorf("field manager for %s: %w", h.gr, err)
 		}

@@ -18,22 +18,15 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
-// AllVerbs are the verbs of an ordinary resource, sorted as upstream lists them.
-var AllVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-
-// VerbLister may be implemented by a resource's Strategy to declare the verbs
-// it serves when they are not AllVerbs (e.g. bindings: create only).
-type VerbLister interface {
-	Verbs() []string
-}
-
 // Discovery serves the discovery documents. It is safe for concurrent use;
 // SetResources swaps the served set atomically (for custom resources).
 type Discovery struct {
 	version version.Info
-	scheme  *runtime.Scheme
-	codecs  serializer.CodecFactory
-	docs    atomic.Pointer[documents]
+	// first are the groups listed before the others, in this order.
+	first  []string
+	scheme *runtime.Scheme
+	codecs serializer.CodecFactory
+	docs   atomic.Pointer[documents]
 }
 
 // documents is one immutable snapshot of everything served.
@@ -50,9 +43,11 @@ type documents struct {
 }
 
 // New builds the discovery documents for resources. info is served at
-// /version (see VersionInfo).
-func New(resources []registry.Resource, info version.Info) *Discovery {
-	d := &Discovery{version: info, scheme: NewScheme()}
+// /version (see VersionInfo). The groups named in first are listed before
+// the others, in that order (upstream lists apps first, by its group
+// priority); the rest follow by name.
+func New(resources []registry.Resource, info version.Info, first ...string) *Discovery {
+	d := &Discovery{version: info, scheme: NewScheme(), first: first}
 	d.codecs = serializer.NewCodecFactory(d.scheme)
 	d.SetResources(resources)
 	return d
@@ -74,7 +69,7 @@ func NewScheme() *runtime.Scheme {
 
 // SetResources replaces the served resources.
 func (d *Discovery) SetResources(resources []registry.Resource) {
-	d.docs.Store(build(resources))
+	d.docs.Store(build(resources, d.first))
 }
 
 // StorageVersionHash is upstream's hash of a storage version: the first 8
@@ -85,81 +80,14 @@ func StorageVersionHash(gv schema.GroupVersion, kind string) string {
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
 
-// subresourceInfo is what discovery says about one subresource kind.
-type subresourceInfo struct {
-	gvk   *schema.GroupVersionKind // nil: the parent's kind
-	kind  string                   // a kind in the parent's group-version; "" with gvk nil: the parent's kind
-	verbs []string
-}
-
-var getPatchUpdate = []string{"get", "patch", "update"}
-
-// knownSubresources describe the subresources upstream serves, by name.
-var knownSubresources = map[string]subresourceInfo{
-	"status":              {verbs: getPatchUpdate},
-	"scale":               {gvk: &schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, verbs: getPatchUpdate},
-	"binding":             {kind: "Binding", verbs: []string{"create"}},
-	"finalize":            {verbs: []string{"update"}},
-	"eviction":            {gvk: &schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, verbs: []string{"create"}},
-	"ephemeralcontainers": {verbs: getPatchUpdate},
-	"resize":              {verbs: getPatchUpdate},
-	"approval":            {verbs: getPatchUpdate},
-	"log":                 {verbs: []string{"get"}},
-	"exec":                {kind: "PodExecOptions", verbs: []string{"create", "get"}},
-	"attach":              {kind: "PodAttachOptions", verbs: []string{"create", "get"}},
-	"portforward":         {kind: "PodPortForwardOptions", verbs: []string{"create", "get"}},
-	"proxy":               {verbs: []string{"create", "delete", "get", "patch", "update"}}, // kind: <Parent>ProxyOptions
-	"token":               {gvk: &schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, verbs: []string{"create"}},
-}
-
-// knownVerbs are upstream's verbs for built-in resources that do not serve
-// AllVerbs, used when the Strategy does not implement VerbLister.
-var knownVerbs = map[schema.GroupResource][]string{
-	{Resource: "bindings"}:                                                 {"create"},
-	{Resource: "componentstatuses"}:                                        {"get", "list"},
-	{Resource: "namespaces"}:                                               {"create", "delete", "get", "list", "patch", "update", "watch"},
-	{Resource: "services"}:                                                 {"create", "delete", "get", "list", "patch", "update", "watch"},
-	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:             {"create"},
-	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:       {"create"},
-	{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}:      {"create"},
-	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}:  {"create"},
-	{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}: {"create"},
-	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:   {"create"},
-}
-
+// verbsOf are r's verbs, sorted.
 func verbsOf(r registry.Resource) []string {
-	var verbs []string
-	if vl, ok := r.Strategy.(VerbLister); ok {
-		verbs = vl.Verbs()
-	} else if v, ok := knownVerbs[schema.GroupResource{Group: r.GroupVersion.Group, Resource: r.Resource}]; ok {
-		verbs = v
-	} else {
-		verbs = AllVerbs
-	}
-	out := append([]string(nil), verbs...)
+	out := append([]string(nil), r.Verbs()...)
 	sort.Strings(out)
 	return out
 }
 
-// subresourceGVK returns the kind of r's subresource sub and its verbs.
-func subresourceGVK(r registry.Resource, sub string) (schema.GroupVersionKind, []string) {
-	parent := r.GroupVersion.WithKind(r.Kind)
-	info, ok := knownSubresources[sub]
-	if !ok {
-		return parent, []string{"get"}
-	}
-	switch {
-	case info.gvk != nil:
-		return *info.gvk, info.verbs
-	case info.kind != "":
-		return r.GroupVersion.WithKind(info.kind), info.verbs
-	case sub == "proxy":
-		return r.GroupVersion.WithKind(r.Kind + "ProxyOptions"), info.verbs
-	}
-	return parent, info.verbs
-}
-
-func build(resources []registry.Resource) *documents {
+func build(resources []registry.Resource, first []string) *documents {
 	docs := &documents{resources: map[string]*metav1.APIResourceList{}}
 	// group -> versions, and gv -> resources, in input order first.
 	byGV := map[schema.GroupVersion][]registry.Resource{}
@@ -196,7 +124,7 @@ func build(resources []registry.Resource) *documents {
 			groupNames = append(groupNames, g)
 		}
 	}
-	sortGroups(groupNames)
+	sortGroups(groupNames, first)
 	for _, g := range groupNames {
 		group := metav1.APIGroup{Name: g}
 		for _, v := range versionsByGroup[g] {
@@ -226,11 +154,17 @@ func sortVersions(vs []string) {
 	})
 }
 
-// sortGroups puts apps first, then the rest by name.
-func sortGroups(gs []string) {
+// sortGroups puts the groups of first first, in that order, then the rest
+// by name.
+func sortGroups(gs []string, first []string) {
+	rank := map[string]int{}
+	for i, g := range first {
+		rank[g] = i - len(first) // negative: before every other group
+	}
 	sort.Slice(gs, func(i, j int) bool {
-		if (gs[i] == "apps") != (gs[j] == "apps") {
-			return gs[i] == "apps"
+		ri, rj := rank[gs[i]], rank[gs[j]]
+		if ri != rj {
+			return ri < rj
 		}
 		return gs[i] < gs[j]
 	})
@@ -250,7 +184,7 @@ func resourceList(gv schema.GroupVersion, rs []registry.Resource, storageVersion
 			StorageVersionHash: StorageVersionHash(schema.GroupVersion{Group: gv.Group, Version: storageVersion[schema.GroupResource{Group: gv.Group, Resource: r.Resource}]}, r.Kind),
 		})
 		for _, sub := range sortedSubresources(r) {
-			gvk, verbs := subresourceGVK(r, sub)
+			gvk, verbs := r.SubresourceKind(sub), r.Subresources[sub].Verbs
 			res := metav1.APIResource{
 				Name:       r.Resource + "/" + sub,
 				Namespaced: r.Namespaced,
@@ -271,8 +205,8 @@ func resourceList(gv schema.GroupVersion, rs []registry.Resource, storageVersion
 
 func sortedSubresources(r registry.Resource) []string {
 	subs := make([]string, 0, len(r.Subresources))
-	for s, on := range r.Subresources {
-		if on && s != "" && !strings.Contains(s, "/") {
+	for s := range r.Subresources {
+		if s != "" && !strings.Contains(s, "/") {
 			subs = append(subs, s)
 		}
 	}
@@ -313,7 +247,7 @@ func aggregatedGroup(group string, versions []string, byGV map[schema.GroupVersi
 				Categories:       r.Categories,
 			}
 			for _, sub := range sortedSubresources(r) {
-				gvk, verbs := subresourceGVK(r, sub)
+				gvk, verbs := r.SubresourceKind(sub), r.Subresources[sub].Verbs
 				rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 					Subresource:  sub,
 					ResponseKind: &metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},

@@ -164,11 +164,11 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 		if listName != "" {
 			roots = append(roots, listName)
 		}
-		if res.Subresources["scale"] {
+		if scaleSubresource(res) != "" {
 			roots = append(roots, names.scale)
 			defs.byName[names.scale].gvks = []schema.GroupVersionKind{scaleGVK}
 		}
-		if res.Subresources["binding"] {
+		if bindingSubresource(res) != "" {
 			roots = append(roots, names.binding)
 			defs.byName[names.binding].gvks = []schema.GroupVersionKind{bindingGVK}
 		}

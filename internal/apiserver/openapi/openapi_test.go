@@ -44,19 +44,26 @@ func testResources() []registry.Resource {
 		res := registry.Resource{GroupVersion: gv, Resource: plural, Kind: kind, ListKind: kind + "List",
 			Namespaced: namespaced, New: newFn, NewList: newList}
 		if len(subs) > 0 {
-			res.Subresources = map[string]bool{}
+			res.Subresources = map[string]registry.Subresource{}
 			for _, s := range subs {
-				res.Subresources[s] = true
+				res.Subresources[s] = map[string]registry.Subresource{
+					"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource(),
+					"binding": registry.BindingSubresource(), "finalize": registry.FinalizeSubresource(),
+				}[s]
 			}
 		}
 		return res
 	}
 	core := corev1.SchemeGroupVersion
+	returnsObject := func(r registry.Resource, documented bool) registry.Resource {
+		r.ReturnDeletedObject, r.DeleteDocumentedAsStatus = true, !documented
+		return r
+	}
 	return []registry.Resource{
-		r(core, "pods", "Pod", true, func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, "status", "binding"),
+		returnsObject(r(core, "pods", "Pod", true, func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, "status", "binding"), true),
 		r(core, "nodes", "Node", false, func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, "status"),
-		r(core, "namespaces", "Namespace", false, func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, "status", "finalize"),
-		r(core, "services", "Service", true, func() runtime.Object { return &corev1.Service{} }, func() runtime.Object { return &corev1.ServiceList{} }, "status"),
+		returnsObject(r(core, "namespaces", "Namespace", false, func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, "status", "finalize"), false),
+		returnsObject(r(core, "services", "Service", true, func() runtime.Object { return &corev1.Service{} }, func() runtime.Object { return &corev1.ServiceList{} }, "status"), true),
 		r(core, "configmaps", "ConfigMap", true, func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} }),
 		r(core, "secrets", "Secret", true, func() runtime.Object { return &corev1.Secret{} }, func() runtime.Object { return &corev1.SecretList{} }),
 		r(core, "endpoints", "Endpoints", true, func() runtime.Object { return &corev1.Endpoints{} }, func() runtime.Object { return &corev1.EndpointsList{} }),
@@ -726,5 +733,44 @@ func TestTypeConverter(t *testing.T) {
 	want := []corev1.Container{{Name: "a", Image: "a:1"}, {Name: "b", Image: "b:2"}}
 	if diff := cmp.Diff(want, got.Spec.Containers); diff != "" {
 		t.Errorf("merged containers (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeleteResponses checks what DELETE is documented to answer: the
+// object for the resources whose upstream store returns it (pods,
+// services), a Status for the rest, and a Status for namespaces, which
+// upstream documents so although it returns the namespace.
+func TestDeleteResponses(t *testing.T) {
+	_, cfg := serve(t)
+	root := openapi3.NewRoot(discoveryClient(t, cfg).OpenAPIV3())
+	tests := []struct{ path, want string }{
+		{"/api/v1/namespaces/{namespace}/pods/{name}", "io.k8s.api.core.v1.Pod"},
+		{"/api/v1/namespaces/{namespace}/services/{name}", "io.k8s.api.core.v1.Service"},
+		{"/api/v1/namespaces/{name}", "io.k8s.apimachinery.pkg.apis.meta.v1.Status"},
+		{"/api/v1/namespaces/{namespace}/configmaps/{name}", "io.k8s.apimachinery.pkg.apis.meta.v1.Status"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			gv, err := gvOfPath(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, err := root.GVSpec(gv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			item := doc.Paths.Paths[tc.path]
+			if item == nil || item.Delete == nil {
+				t.Fatalf("DELETE %s missing", tc.path)
+			}
+			resp := item.Delete.Responses.StatusCodeResponses[200]
+			if resp == nil {
+				t.Fatalf("DELETE %s: no 200 response", tc.path)
+			}
+			ref := resp.Content["application/json"].Schema.Ref.String()
+			if got := strings.TrimPrefix(ref, "#/components/schemas/"); got != tc.want {
+				t.Errorf("DELETE %s answers %s, want %s", tc.path, got, tc.want)
+			}
+		})
 	}
 }

@@ -162,7 +162,7 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 	itemParams := append([]param{pName(res.Kind)}, collParams...)
 	status, deleteOpts, patchDef := n.status, n.deleteOptions, n.patch
 	deleted := status
-	if deleteReturnsObject[schema.GroupResource{Group: gv.Group, Resource: res.Resource}] {
+	if res.ReturnDeletedObject && !res.DeleteDocumentedAsStatus {
 		deleted = kindDef
 	}
 	op := func(method, verb, action, suffix, desc string, params []param) operation {
@@ -205,22 +205,19 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 	}
 
 	subs := make([]string, 0, len(res.Subresources))
-	for s, on := range res.Subresources {
-		if on {
-			subs = append(subs, s)
-		}
+	for s := range res.Subresources {
+		subs = append(subs, s)
 	}
 	sort.Strings(subs)
 	for _, sub := range subs {
 		suffix := scope + kind + operationIDPart(sub, false)
 		p := pathItem{path: base + "/{name}/" + sub, params: itemParams}
-		switch sub {
-		case "status", "scale":
+		switch res.Subresources[sub].Handler {
+		case registry.HandleStatus, registry.HandleScale:
 			def, subGVK := kindDef, gvk
-			what := "status of the specified " + kind
-			if sub == "scale" {
+			what := sub + " of the specified " + kind
+			if res.Subresources[sub].Handler == registry.HandleScale {
 				def, subGVK = n.scale, scaleGVK
-				what = "scale of the specified " + kind
 			}
 			r := op("get", "read", "get", suffix, "read "+what, nil)
 			r.respond, r.codes = def, []string{"200"}
@@ -232,12 +229,12 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 				o.gvk = subGVK
 			}
 			p.ops = []operation{r, pa, pu}
-		case "binding":
+		case registry.HandleBinding:
 			def := n.binding
 			c := op("post", "create", "post", suffix, "create binding of a "+kind, writeParams)
 			c.gvk, c.body, c.bodyReq, c.respond, c.codes = bindingGVK, def, true, def, []string{"200", "201", "202"}
 			p.ops = []operation{c}
-		case "finalize":
+		case registry.HandleFinalize:
 			pu := op("put", "replace", "put", suffix, "replace finalize of the specified "+kind, writeParams)
 			pu.body, pu.bodyReq, pu.respond, pu.codes = kindDef, true, kindDef, []string{"200", "201"}
 			p.ops = []operation{pu}
@@ -247,15 +244,6 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 		items = append(items, p)
 	}
 	return items
-}
-
-// deleteReturnsObject are the resources whose DELETE answers with the
-// object (graceful deletion or finalizers) rather than a Status, as upstream
-// documents them.
-var deleteReturnsObject = map[schema.GroupResource]bool{
-	{Resource: "pods"}:       true,
-	{Resource: "namespaces"}: true,
-	{Resource: "services"}:   true,
 }
 
 // Content types of responses and request bodies.
@@ -390,4 +378,23 @@ func (p pathItem) render(v3 bool) map[string]any {
 		}
 	}
 	return m
+}
+
+// scaleSubresource and bindingSubresource name the subresource of res
+// served by that handler ("" when none).
+func scaleSubresource(res registry.Resource) string {
+	return subresourceServedBy(res, registry.HandleScale)
+}
+
+func bindingSubresource(res registry.Resource) string {
+	return subresourceServedBy(res, registry.HandleBinding)
+}
+
+func subresourceServedBy(res registry.Resource, h registry.SubresourceHandler) string {
+	for name, sub := range res.Subresources {
+		if sub.Handler == h {
+			return name
+		}
+	}
+	return ""
 }

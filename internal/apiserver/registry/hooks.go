@@ -6,6 +6,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Optional interfaces a Strategy may implement. The generic handler checks
@@ -40,6 +41,29 @@ type AfterDeleter interface {
 // terminationGracePeriodSeconds); the method fills in the grace to use.
 type GracefulDeleter interface {
 	CheckGracefulDelete(ctx context.Context, obj runtime.Object, options *metav1.DeleteOptions) (graceful bool)
+}
+
+// SpecFinalizer is implemented by the strategy of a resource that keeps
+// finalizers of its own in its spec and serves a finalize subresource
+// (namespaces: spec.finalizers, status.phase Terminating).
+type SpecFinalizer interface {
+	// SpecFinalizersPending says obj still waits for its spec finalizers:
+	// a delete marks it and leaves it in the store.
+	SpecFinalizersPending(obj runtime.Object) bool
+	// MarkTerminating changes the copy of obj that a delete marks (sets
+	// deletionTimestamp on), e.g. to phase Terminating.
+	MarkTerminating(obj runtime.Object)
+	// Finalize computes what an update of the finalize subresource writes:
+	// cur (a copy the caller owns) with the spec finalizers of want.
+	Finalize(want, cur runtime.Object) (runtime.Object, field.ErrorList)
+}
+
+// Restorer is implemented by a strategy that keeps state beside the store
+// (e.g. the ClusterIPs and NodePorts services hold). Before the server
+// serves writes it calls Restore with every stored object of the resource
+// (a list of its kind), so a restart never hands out what is in use.
+type Restorer interface {
+	Restore(list runtime.Object) error
 }
 
 // Scaler serves the scale subresource (autoscaling/v1 Scale).

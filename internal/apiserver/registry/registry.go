@@ -36,9 +36,19 @@ type Resource struct {
 
 	Strategy Strategy
 
-	// Subresources served beside the main resource: "status", "scale",
-	// "binding", "finalize". A nil map means none.
-	Subresources map[string]bool
+	// Subresources served beside the main resource, by name ("status",
+	// "scale", ...). A nil map means none.
+	Subresources map[string]Subresource
+
+	// ReturnDeletedObject says DELETE answers with the deleted object, not
+	// a Status, once the object is gone (upstream's stores with
+	// ReturnDeletedObject: pods, services, namespaces, ...). A delete that
+	// only marks the object answers with the marked object either way.
+	ReturnDeletedObject bool
+	// DeleteDocumentedAsStatus says the published OpenAPI names Status as
+	// the answer of DELETE even though ReturnDeletedObject is set, as
+	// upstream documents namespaces (whose REST wraps the store).
+	DeleteDocumentedAsStatus bool
 
 	// TTLSeconds, when positive, is how long an object lives in etcd after
 	// its last write (events: upstream's --event-ttl of one hour).

@@ -51,7 +51,7 @@ func Resources(registry.Deps) []registry.Resource {
 			New:          func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
 			NewList:      func() runtime.Object { return &admissionregistrationv1.ValidatingAdmissionPolicyList{} },
 			Strategy:     PolicyStrategy{},
-			Subresources: map[string]bool{"status": true},
+			Subresources: map[string]registry.Subresource{"status": registry.StatusSubresource()},
 		},
 		{
 			GroupVersion: gv, Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding",

@@ -393,7 +393,7 @@ func TestTables(t *testing.T) {
 func TestResources(t *testing.T) {
 	rs := Resources(registry.Deps{})
 	if len(rs) != 5 || rs[0].StoragePrefix != "deployments" || rs[1].StoragePrefix != "replicasets" ||
-		!rs[0].Subresources["scale"] || rs[1].ShortNames[0] != "rs" || rs[0].Categories[0] != "all" {
+		!rs[0].HasSubresource("scale") || rs[1].ShortNames[0] != "rs" || rs[0].Categories[0] != "all" {
 		t.Errorf("resources = %+v", rs)
 	}
 }

@@ -31,7 +31,7 @@ func DaemonSetResource() registry.Resource {
 		New:           func() runtime.Object { return &appsv1.DaemonSet{} },
 		NewList:       func() runtime.Object { return &appsv1.DaemonSetList{} },
 		Strategy:      DaemonSetStrategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -30,7 +30,7 @@ func DeploymentResource() registry.Resource {
 		New:           func() runtime.Object { return &appsv1.Deployment{} },
 		NewList:       func() runtime.Object { return &appsv1.DeploymentList{} },
 		Strategy:      DeploymentStrategy{},
-		Subresources:  map[string]bool{"status": true, "scale": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource()},
 	}
 }
 

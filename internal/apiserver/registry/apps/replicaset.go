@@ -30,7 +30,7 @@ func ReplicaSetResource() registry.Resource {
 		New:           func() runtime.Object { return &appsv1.ReplicaSet{} },
 		NewList:       func() runtime.Object { return &appsv1.ReplicaSetList{} },
 		Strategy:      ReplicaSetStrategy{},
-		Subresources:  map[string]bool{"status": true, "scale": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource()},
 	}
 }
 

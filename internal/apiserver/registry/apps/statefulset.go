@@ -33,7 +33,7 @@ func StatefulSetResource() registry.Resource {
 		New:           func() runtime.Object { return &appsv1.StatefulSet{} },
 		NewList:       func() runtime.Object { return &appsv1.StatefulSetList{} },
 		Strategy:      StatefulSetStrategy{},
-		Subresources:  map[string]bool{"status": true, "scale": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource()},
 	}
 }
 

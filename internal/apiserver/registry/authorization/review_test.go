@@ -11,7 +11,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
-	"github.com/skiff-sh/skiff/internal/apiserver/discovery"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
@@ -151,7 +150,7 @@ func TestResourcesAreCreateOnlyAndVirtual(t *testing.T) {
 	var names []string
 	for _, r := range Resources(registry.Deps{}) {
 		names = append(names, r.Resource)
-		vl, ok := r.Strategy.(discovery.VerbLister)
+		vl, ok := r.Strategy.(registry.VerbLister)
 		if !ok {
 			t.Fatalf("%s: strategy does not list verbs", r.Resource)
 		}

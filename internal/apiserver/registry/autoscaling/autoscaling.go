@@ -46,7 +46,7 @@ func V2Resource() registry.Resource {
 		New:           func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
 		NewList:       func() runtime.Object { return &autoscalingv2.HorizontalPodAutoscalerList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -29,7 +29,7 @@ func V1Resource() registry.Resource {
 		New:           func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscaler{} },
 		NewList:       func() runtime.Object { return &autoscalingv1.HorizontalPodAutoscalerList{} },
 		Strategy:      V1Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 		Stored:        StoredAsV2(),
 	}
 }

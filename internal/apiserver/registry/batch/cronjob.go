@@ -37,7 +37,7 @@ func CronJobResource() registry.Resource {
 		New:           func() runtime.Object { return &batchv1.CronJob{} },
 		NewList:       func() runtime.Object { return &batchv1.CronJobList{} },
 		Strategy:      CronJobStrategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

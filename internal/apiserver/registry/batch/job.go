@@ -49,7 +49,7 @@ func JobResource() registry.Resource {
 		New:           func() runtime.Object { return &batchv1.Job{} },
 		NewList:       func() runtime.Object { return &batchv1.JobList{} },
 		Strategy:      JobStrategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -60,9 +60,21 @@ func TestResourcesAreComplete(t *testing.T) {
 					t.Errorf("Name column without format name")
 				}
 			}
-			if r.Subresources["scale"] {
-				if _, ok := r.Strategy.(registry.Scaler); !ok {
-					t.Errorf("scale subresource without a Scaler strategy")
+			for name, sub := range r.Subresources {
+				if len(sub.Verbs) == 0 {
+					t.Errorf("subresource %s serves no verb", name)
+				}
+				switch sub.Handler {
+				case registry.HandleScale:
+					if _, ok := r.Strategy.(registry.Scaler); !ok {
+						t.Errorf("%s: scale subresource without a Scaler strategy", name)
+					}
+				case registry.HandleFinalize:
+					if _, ok := r.Strategy.(registry.SpecFinalizer); !ok {
+						t.Errorf("%s: finalize subresource without a SpecFinalizer strategy", name)
+					}
+				case "":
+					t.Errorf("subresource %s has no handler", name)
 				}
 			}
 			if registry.IsVirtual(r) {

@@ -54,7 +54,7 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &certificatesv1.CertificateSigningRequest{} },
 		NewList:       func() runtime.Object { return &certificatesv1.CertificateSigningRequestList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true, "approval": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "approval": registry.ApprovalSubresource()},
 	}
 }
 

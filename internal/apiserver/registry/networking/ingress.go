@@ -32,7 +32,7 @@ func IngressResource() registry.Resource {
 		New:           func() runtime.Object { return &networkingv1.Ingress{} },
 		NewList:       func() runtime.Object { return &networkingv1.IngressList{} },
 		Strategy:      IngressStrategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

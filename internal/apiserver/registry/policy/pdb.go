@@ -41,7 +41,7 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &policyv1.PodDisruptionBudget{} },
 		NewList:       func() runtime.Object { return &policyv1.PodDisruptionBudgetList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -18,15 +18,16 @@ import (
 // CSIDriverResource describes storage.k8s.io/v1 csidrivers.
 func CSIDriverResource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  storagev1.SchemeGroupVersion,
-		Resource:      "csidrivers",
-		Kind:          "CSIDriver",
-		ListKind:      "CSIDriverList",
-		SingularName:  "csidriver",
-		StoragePrefix: "csidrivers",
-		New:           func() runtime.Object { return &storagev1.CSIDriver{} },
-		NewList:       func() runtime.Object { return &storagev1.CSIDriverList{} },
-		Strategy:      CSIDriverStrategy{},
+		GroupVersion:        storagev1.SchemeGroupVersion,
+		Resource:            "csidrivers",
+		Kind:                "CSIDriver",
+		ListKind:            "CSIDriverList",
+		SingularName:        "csidriver",
+		StoragePrefix:       "csidrivers",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &storagev1.CSIDriver{} },
+		NewList:             func() runtime.Object { return &storagev1.CSIDriverList{} },
+		Strategy:            CSIDriverStrategy{},
 	}
 }
 

@@ -20,15 +20,16 @@ const csiNodeIDMaxLength = 256
 // CSINodeResource describes storage.k8s.io/v1 csinodes.
 func CSINodeResource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  storagev1.SchemeGroupVersion,
-		Resource:      "csinodes",
-		Kind:          "CSINode",
-		ListKind:      "CSINodeList",
-		SingularName:  "csinode",
-		StoragePrefix: "csinodes",
-		New:           func() runtime.Object { return &storagev1.CSINode{} },
-		NewList:       func() runtime.Object { return &storagev1.CSINodeList{} },
-		Strategy:      CSINodeStrategy{},
+		GroupVersion:        storagev1.SchemeGroupVersion,
+		Resource:            "csinodes",
+		Kind:                "CSINode",
+		ListKind:            "CSINodeList",
+		SingularName:        "csinode",
+		StoragePrefix:       "csinodes",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &storagev1.CSINode{} },
+		NewList:             func() runtime.Object { return &storagev1.CSINodeList{} },
+		Strategy:            CSINodeStrategy{},
 	}
 }
 

@@ -31,16 +31,17 @@ const maxParametersSize = 256 * 1024
 // StorageClassResource describes storage.k8s.io/v1 storageclasses.
 func StorageClassResource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  storagev1.SchemeGroupVersion,
-		Resource:      "storageclasses",
-		Kind:          "StorageClass",
-		ListKind:      "StorageClassList",
-		SingularName:  "storageclass",
-		ShortNames:    []string{"sc"},
-		StoragePrefix: "storageclasses",
-		New:           func() runtime.Object { return &storagev1.StorageClass{} },
-		NewList:       func() runtime.Object { return &storagev1.StorageClassList{} },
-		Strategy:      StorageClassStrategy{},
+		GroupVersion:        storagev1.SchemeGroupVersion,
+		Resource:            "storageclasses",
+		Kind:                "StorageClass",
+		ListKind:            "StorageClassList",
+		SingularName:        "storageclass",
+		ShortNames:          []string{"sc"},
+		StoragePrefix:       "storageclasses",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &storagev1.StorageClass{} },
+		NewList:             func() runtime.Object { return &storagev1.StorageClassList{} },
+		Strategy:            StorageClassStrategy{},
 	}
 }
 

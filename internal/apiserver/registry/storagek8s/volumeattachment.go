@@ -24,16 +24,17 @@ const (
 // VolumeAttachmentResource describes storage.k8s.io/v1 volumeattachments.
 func VolumeAttachmentResource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  storagev1.SchemeGroupVersion,
-		Resource:      "volumeattachments",
-		Kind:          "VolumeAttachment",
-		ListKind:      "VolumeAttachmentList",
-		SingularName:  "volumeattachment",
-		StoragePrefix: "volumeattachments",
-		New:           func() runtime.Object { return &storagev1.VolumeAttachment{} },
-		NewList:       func() runtime.Object { return &storagev1.VolumeAttachmentList{} },
-		Strategy:      VolumeAttachmentStrategy{},
-		Subresources:  map[string]bool{"status": true},
+		GroupVersion:        storagev1.SchemeGroupVersion,
+		Resource:            "volumeattachments",
+		Kind:                "VolumeAttachment",
+		ListKind:            "VolumeAttachmentList",
+		SingularName:        "volumeattachment",
+		StoragePrefix:       "volumeattachments",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &storagev1.VolumeAttachment{} },
+		NewList:             func() runtime.Object { return &storagev1.VolumeAttachmentList{} },
+		Strategy:            VolumeAttachmentStrategy{},
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -34,7 +34,10 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &corev1.Namespace{} },
 		NewList:       func() runtime.Object { return &corev1.NamespaceList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true, "finalize": true},
+		// Upstream returns the namespace but documents a Status.
+		ReturnDeletedObject:      true,
+		DeleteDocumentedAsStatus: true,
+		Subresources:             map[string]registry.Subresource{"status": registry.StatusSubresource(), "finalize": registry.FinalizeSubresource()},
 	}
 }
 
@@ -48,7 +51,46 @@ func (Strategy) Verbs() []string {
 	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 }
 
-var _ registry.Strategy = Strategy{}
+var (
+	_ registry.Strategy      = Strategy{}
+	_ registry.SpecFinalizer = Strategy{}
+)
+
+// SpecFinalizersPending: a namespace stays until spec.finalizers is empty
+// (the namespace controller empties it through /finalize).
+func (Strategy) SpecFinalizersPending(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
+
+// MarkTerminating sets phase Terminating on a namespace marked for
+// deletion.
+func (Strategy) MarkTerminating(obj runtime.Object) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		ns.Status.Phase = corev1.NamespaceTerminating
+	}
+}
+
+// Finalize applies an update of namespaces/finalize: only spec.finalizers
+// change, and none may be empty.
+func (Strategy) Finalize(want, cur runtime.Object) (runtime.Object, field.ErrorList) {
+	w, ok := want.(*corev1.Namespace)
+	if !ok {
+		return nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("finalize: unexpected object %T", want))}
+	}
+	ns := cur.(*corev1.Namespace)
+	var errs field.ErrorList
+	for i, f := range w.Spec.Finalizers {
+		if f == "" {
+			errs = append(errs, field.Required(field.NewPath("spec", "finalizers").Index(i), ""))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	ns.Spec.Finalizers = w.Spec.Finalizers
+	return ns, nil
+}
 
 // ValidateName accepts DNS-1123 labels, as upstream does for namespaces.
 func (Strategy) ValidateName(name string, prefix bool) []string {

@@ -24,18 +24,19 @@ import (
 // Resource describes core/v1 persistentvolumes.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "persistentvolumes",
-		Kind:          "PersistentVolume",
-		ListKind:      "PersistentVolumeList",
-		SingularName:  "persistentvolume",
-		ShortNames:    []string{"pv"},
-		Namespaced:    false,
-		StoragePrefix: "persistentvolumes",
-		New:           func() runtime.Object { return &corev1.PersistentVolume{} },
-		NewList:       func() runtime.Object { return &corev1.PersistentVolumeList{} },
-		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "persistentvolumes",
+		Kind:                "PersistentVolume",
+		ListKind:            "PersistentVolumeList",
+		SingularName:        "persistentvolume",
+		ShortNames:          []string{"pv"},
+		Namespaced:          false,
+		StoragePrefix:       "persistentvolumes",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.PersistentVolume{} },
+		NewList:             func() runtime.Object { return &corev1.PersistentVolumeList{} },
+		Strategy:            Strategy{},
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

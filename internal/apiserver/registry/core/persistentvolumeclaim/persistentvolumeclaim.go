@@ -28,18 +28,19 @@ const BetaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
 // Resource describes core/v1 persistentvolumeclaims.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "persistentvolumeclaims",
-		Kind:          "PersistentVolumeClaim",
-		ListKind:      "PersistentVolumeClaimList",
-		SingularName:  "persistentvolumeclaim",
-		ShortNames:    []string{"pvc"},
-		Namespaced:    true,
-		StoragePrefix: "persistentvolumeclaims",
-		New:           func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
-		NewList:       func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
-		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "persistentvolumeclaims",
+		Kind:                "PersistentVolumeClaim",
+		ListKind:            "PersistentVolumeClaimList",
+		SingularName:        "persistentvolumeclaim",
+		ShortNames:          []string{"pvc"},
+		Namespaced:          true,
+		StoragePrefix:       "persistentvolumeclaims",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.PersistentVolumeClaim{} },
+		NewList:             func() runtime.Object { return &corev1.PersistentVolumeClaimList{} },
+		Strategy:            Strategy{},
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -24,21 +24,22 @@ import (
 // Resource describes core/v1 pods.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "pods",
-		Kind:          "Pod",
-		ListKind:      "PodList",
-		SingularName:  "pod",
-		ShortNames:    []string{"po"},
-		Categories:    []string{"all"},
-		Namespaced:    true,
-		StoragePrefix: "pods",
-		New:           func() runtime.Object { return &corev1.Pod{} },
-		NewList:       func() runtime.Object { return &corev1.PodList{} },
-		Strategy:      Strategy{},
-		Subresources: map[string]bool{
-			"status": true, "binding": true, "eviction": true,
-			"log": true, "exec": true, "attach": true, "portforward": true,
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "pods",
+		Kind:                "Pod",
+		ListKind:            "PodList",
+		SingularName:        "pod",
+		ShortNames:          []string{"po"},
+		Categories:          []string{"all"},
+		Namespaced:          true,
+		StoragePrefix:       "pods",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.Pod{} },
+		NewList:             func() runtime.Object { return &corev1.PodList{} },
+		Strategy:            Strategy{},
+		Subresources: map[string]registry.Subresource{
+			"status": registry.StatusSubresource(), "binding": registry.BindingSubresource(), "eviction": registry.EvictionSubresource(),
+			"log": registry.ConnectSubresource("", "get"), "exec": registry.ConnectSubresource("PodExecOptions", "create", "get"), "attach": registry.ConnectSubresource("PodAttachOptions", "create", "get"), "portforward": registry.ConnectSubresource("PodPortForwardOptions", "create", "get"),
 		},
 	}
 }

@@ -22,16 +22,17 @@ import (
 // Resource describes core/v1 podtemplates.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "podtemplates",
-		Kind:          "PodTemplate",
-		ListKind:      "PodTemplateList",
-		SingularName:  "podtemplate",
-		Namespaced:    true,
-		StoragePrefix: "podtemplates",
-		New:           func() runtime.Object { return &corev1.PodTemplate{} },
-		NewList:       func() runtime.Object { return &corev1.PodTemplateList{} },
-		Strategy:      Strategy{},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "podtemplates",
+		Kind:                "PodTemplate",
+		ListKind:            "PodTemplateList",
+		SingularName:        "podtemplate",
+		Namespaced:          true,
+		StoragePrefix:       "podtemplates",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.PodTemplate{} },
+		NewList:             func() runtime.Object { return &corev1.PodTemplateList{} },
+		Strategy:            Strategy{},
 	}
 }
 

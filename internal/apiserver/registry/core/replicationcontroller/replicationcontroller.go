@@ -46,7 +46,7 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &corev1.ReplicationController{} },
 		NewList:       func() runtime.Object { return &corev1.ReplicationControllerList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true, "scale": true},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource()},
 	}
 }
 

@@ -21,18 +21,19 @@ import (
 // Resource describes core/v1 resourcequotas.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "resourcequotas",
-		Kind:          "ResourceQuota",
-		ListKind:      "ResourceQuotaList",
-		SingularName:  "resourcequota",
-		ShortNames:    []string{"quota"},
-		Namespaced:    true,
-		StoragePrefix: "resourcequotas",
-		New:           func() runtime.Object { return &corev1.ResourceQuota{} },
-		NewList:       func() runtime.Object { return &corev1.ResourceQuotaList{} },
-		Strategy:      Strategy{},
-		Subresources:  map[string]bool{"status": true},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "resourcequotas",
+		Kind:                "ResourceQuota",
+		ListKind:            "ResourceQuotaList",
+		SingularName:        "resourcequota",
+		ShortNames:          []string{"quota"},
+		Namespaced:          true,
+		StoragePrefix:       "resourcequotas",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.ResourceQuota{} },
+		NewList:             func() runtime.Object { return &corev1.ResourceQuotaList{} },
+		Strategy:            Strategy{},
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 

@@ -560,7 +560,7 @@ func TestFieldSet(t *testing.T) {
 
 func TestResource(t *testing.T) {
 	r := Resource(nil)
-	if r.StoragePrefix != "services/specs" || !r.Subresources["status"] || r.ShortNames[0] != "svc" {
+	if r.StoragePrefix != "services/specs" || !r.HasSubresource("status") || r.ShortNames[0] != "svc" {
 		t.Errorf("resource = %+v", r)
 	}
 }

@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,23 +19,25 @@ import (
 )
 
 // Resource describes core/v1 services. alloc hands out ClusterIPs and
-// NodePorts; the API server builds it once (allocator.NewServices), calls
-// its Rebuild with every stored Service at start, and passes it here.
+// NodePorts; the API server builds it once (allocator.NewServices) and
+// passes it here, and the strategy's Restore rebuilds it from every stored
+// Service at start.
 func Resource(alloc *allocator.Services) registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "services",
-		Kind:          "Service",
-		ListKind:      "ServiceList",
-		SingularName:  "service",
-		ShortNames:    []string{"svc"},
-		Categories:    []string{"all"},
-		Namespaced:    true,
-		StoragePrefix: "services/specs",
-		New:           func() runtime.Object { return &corev1.Service{} },
-		NewList:       func() runtime.Object { return &corev1.ServiceList{} },
-		Strategy:      NewStrategy(alloc),
-		Subresources:  map[string]bool{"status": true},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "services",
+		Kind:                "Service",
+		ListKind:            "ServiceList",
+		SingularName:        "service",
+		ShortNames:          []string{"svc"},
+		Categories:          []string{"all"},
+		Namespaced:          true,
+		StoragePrefix:       "services/specs",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.Service{} },
+		NewList:             func() runtime.Object { return &corev1.ServiceList{} },
+		Strategy:            NewStrategy(alloc),
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
 	}
 }
 
@@ -56,7 +59,21 @@ var (
 	_ registry.BeforeCreater = (*Strategy)(nil)
 	_ registry.BeforeUpdater = (*Strategy)(nil)
 	_ registry.AfterDeleter  = (*Strategy)(nil)
+	_ registry.Restorer      = (*Strategy)(nil)
 )
+
+// Restore loads every stored Service's ClusterIPs and NodePorts into the
+// allocator.
+func (s *Strategy) Restore(list runtime.Object) error {
+	if s.alloc == nil {
+		return nil
+	}
+	l, ok := list.(*corev1.ServiceList)
+	if !ok {
+		return fmt.Errorf("restore service allocations: unexpected list %T", list)
+	}
+	return s.alloc.Rebuild(l.Items)
+}
 
 // NewStrategy builds the strategy. alloc may be nil only in tests that do
 // not allocate; the cluster's IP family is then IPv4.

@@ -17,17 +17,18 @@ import (
 // Resource describes core/v1 serviceaccounts.
 func Resource() registry.Resource {
 	return registry.Resource{
-		GroupVersion:  corev1.SchemeGroupVersion,
-		Resource:      "serviceaccounts",
-		Kind:          "ServiceAccount",
-		ListKind:      "ServiceAccountList",
-		SingularName:  "serviceaccount",
-		ShortNames:    []string{"sa"},
-		Namespaced:    true,
-		StoragePrefix: "serviceaccounts",
-		New:           func() runtime.Object { return &corev1.ServiceAccount{} },
-		NewList:       func() runtime.Object { return &corev1.ServiceAccountList{} },
-		Strategy:      Strategy{},
+		GroupVersion:        corev1.SchemeGroupVersion,
+		Resource:            "serviceaccounts",
+		Kind:                "ServiceAccount",
+		ListKind:            "ServiceAccountList",
+		SingularName:        "serviceaccount",
+		ShortNames:          []string{"sa"},
+		Namespaced:          true,
+		StoragePrefix:       "serviceaccounts",
+		ReturnDeletedObject: true, // as upstream
+		New:                 func() runtime.Object { return &corev1.ServiceAccount{} },
+		NewList:             func() runtime.Object { return &corev1.ServiceAccountList{} },
+		Strategy:            Strategy{},
 		// "token" (TokenRequest) is served by the token issuer, not here.
 	}
 }

@@ -1,0 +1,60 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	podregistry "github.com/skiff-sh/skiff/internal/apiserver/registry/core/pod"
+)
+
+// serveBinding assigns a pod to a node (pods/binding), as the scheduler
+// does.
+func serveBinding(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	body, err := readBody(r)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	b := &corev1.Binding{}
+	if _, err := h.codecs.decodeBody(r, body, b, corev1.SchemeGroupVersion.WithKind("Binding")); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if b.Name == "" {
+		b.Name = info.Name
+	}
+	if b.Name != info.Name {
+		h.codecs.writeError(w, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", b.Name, info.Name)))
+		return
+	}
+	if b.Target.Name == "" {
+		h.codecs.writeError(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, b.Name, field.ErrorList{field.Required(field.NewPath("target", "name"), "")}))
+		return
+	}
+	_, err = h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
+		pod := cur.DeepCopyObject().(*corev1.Pod)
+		if b.UID != "" && b.UID != pod.UID {
+			return nil, apierrors.NewConflict(h.gr, pod.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", b.UID, pod.UID))
+		}
+		if err := podregistry.ApplyBinding(pod, b); err != nil {
+			return nil, apierrors.NewConflict(h.gr, pod.Name, err)
+		}
+		return pod, nil
+	})
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	h.codecs.writeObject(w, http.StatusCreated, output{mediaType: out.mediaType}, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess, Code: http.StatusCreated,
+	})
+}

@@ -1,0 +1,284 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// The generic REST handler: one resourceHandler a served resource,
+// dispatching each request by verb to get.go, create.go, update.go,
+// patch.go and delete.go, and by declared subresource to subresources.go.
+
+// resourceHandler serves one resource's REST verbs over the store.
+type resourceHandler struct {
+	res      registry.Resource
+	gvk      schema.GroupVersionKind
+	gr       schema.GroupResource
+	store    *storage.Cacher
+	codecs   *codecs
+	srv      *Server
+	fieldSet map[string]bool
+	scaler   registry.Scaler
+	fields   *fieldManagers
+}
+
+func newResourceHandler(res registry.Resource, store *storage.Cacher, c *codecs, srv *Server) *resourceHandler {
+	h := &resourceHandler{
+		res: res, store: store, codecs: c, srv: srv,
+		gvk: res.GroupVersion.WithKind(res.Kind),
+		gr:  schema.GroupResource{Group: res.GroupVersion.Group, Resource: res.Resource},
+	}
+	h.fieldSet = map[string]bool{"metadata.name": true}
+	if res.Namespaced {
+		h.fieldSet["metadata.namespace"] = true
+	}
+	for k := range res.Strategy.FieldSet(res.New()) {
+		h.fieldSet[k] = true
+	}
+	if s, ok := res.Strategy.(registry.Scaler); ok {
+		h.scaler = s
+	}
+	return h
+}
+
+func (h *resourceHandler) prefix() string { return "/registry/" + h.res.StoragePrefix + "/" }
+
+func (h *resourceHandler) key(ns, name string) string {
+	if h.res.Namespaced {
+		return h.prefix() + ns + "/" + name
+	}
+	return h.prefix() + name
+}
+
+func (h *resourceHandler) listPrefix(ns string) string {
+	if h.res.Namespaced && ns != "" {
+		return h.prefix() + ns + "/"
+	}
+	return h.prefix()
+}
+
+// attrs are the labels and fields selectors match against.
+func (h *resourceHandler) attrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := h.res.Strategy.FieldSet(obj)
+	if f == nil {
+		f = fields.Set{}
+	}
+	f["metadata.name"] = m.GetName()
+	if h.res.Namespaced {
+		f["metadata.namespace"] = m.GetNamespace()
+	}
+	return labels.Set(m.GetLabels()), f, nil
+}
+
+func (h *resourceHandler) apiErr(err error, name string) error {
+	return storage.ToAPIError(err, h.gr, name)
+}
+
+func (h *resourceHandler) invalid(name string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(h.gvk.GroupKind(), name, errs)
+}
+
+// serve dispatches one request to the verb's method.
+func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info RequestInfo) {
+	if h.res.Namespaced && info.Namespace == "" && info.Name != "" {
+		h.codecs.writeError(w, apierrors.NewNotFound(h.gr, info.Name))
+		return
+	}
+	if !h.res.Namespaced && info.Namespace != "" {
+		h.codecs.writeError(w, apierrors.NewNotFound(schema.GroupResource{Resource: info.Resource}, ""))
+		return
+	}
+	sub, hasSub := h.res.Subresources[info.Subresource]
+	if info.Subresource != "" && !hasSub {
+		h.codecs.writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: h.gr.Group, Resource: h.gr.Resource + "/" + info.Subresource}, info.Name))
+		return
+	}
+	out, err := negotiateOutput(r)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	ctx := r.Context()
+	if (info.Subresource == "" && !h.res.ServesVerb(info.Verb)) || (hasSub && !contains(sub.Verbs, info.Verb)) {
+		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		return
+	}
+	if h.store == nil {
+		h.serveVirtual(ctx, w, r, info, out)
+		return
+	}
+	if hasSub {
+		if fn := subresourceHandlers()[sub.Handler]; fn != nil {
+			fn(ctx, h, w, r, info, out)
+			return
+		}
+	}
+	// The resource itself, its status and finalize subresources.
+	var obj runtime.Object
+	code := http.StatusOK
+	if wrongTarget(info) {
+		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		return
+	}
+	switch info.Verb {
+	case "get":
+		obj, err = h.get(ctx, r, info)
+	case "list":
+		p, perr := parseListParams(r.URL.Query(), h.fieldSet)
+		if perr != nil {
+			err = perr
+			break
+		}
+		if out.as == "" && !out.pretty && (out.mediaType == mediaJSON || out.mediaType == mediaProtobuf) && !storage.UseEtcdForList(p.ListOptions) {
+			h.serveCachedList(ctx, w, info.Namespace, p, out)
+			return
+		}
+		obj, err = h.list(ctx, info.Namespace, p)
+		if err == nil && out.as != "" {
+			obj, err = h.asList(obj, out, p)
+		}
+		if err == nil {
+			h.codecs.writeObject(w, code, out, obj)
+			return
+		}
+	case "watch":
+		h.serveWatch(w, r, info, out)
+		return
+	case "create":
+		obj, err = h.create(ctx, r, info)
+		code = http.StatusCreated
+	case "update":
+		obj, err = h.update(ctx, r, info)
+	case "patch":
+		obj, err = h.patch(ctx, r, info)
+	case "delete":
+		obj, code, err = h.delete(ctx, r, info)
+	case "deletecollection":
+		obj, err = h.deleteCollection(ctx, r, info)
+	default:
+		err = methodNotSupported(h.gr, info.Verb)
+	}
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if out.as != "" {
+		obj, err = h.asObject(obj, out)
+		if err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+	}
+	h.codecs.writeObject(w, code, out, obj)
+}
+
+func methodNotSupported(gr schema.GroupResource, verb string) error {
+	return apierrors.NewMethodNotSupported(gr, verb)
+}
+
+// contains says whether ss holds s.
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// subresourceHandler is how the resource serves subresource sub ("" for
+// none).
+func (h *resourceHandler) subresourceHandler(sub string) registry.SubresourceHandler {
+	if sub == "" {
+		return ""
+	}
+	return h.res.Subresources[sub].Handler
+}
+
+// wrongTarget: POST goes to a collection, PUT and PATCH to an object, as
+// upstream routes them (405 otherwise).
+func wrongTarget(info RequestInfo) bool {
+	switch info.Verb {
+	case "create":
+		return info.Name != "" && info.Subresource == ""
+	case "update", "patch":
+		return info.Name == ""
+	}
+	return false
+}
+
+// serveVirtual serves resources that are computed or create-only.
+func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	var obj runtime.Object
+	var err error
+	code := http.StatusOK
+	switch info.Verb {
+	case "create":
+		vc, ok := h.res.Strategy.(registry.VirtualCreater)
+		if !ok {
+			err = methodNotSupported(h.gr, info.Verb)
+			break
+		}
+		var body []byte
+		if body, err = readBody(r); err != nil {
+			break
+		}
+		in := h.res.New()
+		if _, err = h.codecs.decodeBody(r, body, in, h.gvk); err != nil {
+			break
+		}
+		obj, err = vc.CreateVirtual(ctx, in)
+		code = http.StatusCreated
+	case "get", "list":
+		vr, ok := h.res.Strategy.(registry.VirtualReader)
+		if !ok {
+			err = methodNotSupported(h.gr, info.Verb)
+			break
+		}
+		if info.Verb == "get" {
+			obj, err = vr.GetVirtual(ctx, info.Name)
+		} else {
+			obj, err = vr.ListVirtual(ctx)
+		}
+	default:
+		err = methodNotSupported(h.gr, info.Verb)
+	}
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	h.codecs.ensureKind(obj)
+	if out.as != "" {
+		if obj, err = h.asObject(obj, out); err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+	}
+	h.codecs.writeObject(w, code, out, obj)
+}
+
+// hasStatus says the resource has a status subresource (which owns the
+// status fields for managedFields).
+func (h *resourceHandler) hasStatus() bool {
+	for _, sub := range h.res.Subresources {
+		if sub.Handler == registry.HandleStatus {
+			return true
+		}
+	}
+	return false
+}
