@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 
 	containerdclient "github.com/containerd/containerd/v2/client"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
@@ -186,6 +189,15 @@ func TestContainerRunsAndSurvivesRestarts(t *testing.T) {
 	if !contains(names, ref) {
 		t.Fatalf("imported %v, want %s among them", names, ref)
 	}
+	// An OCI archive (what `docker save` of Docker 25+ and most tools write)
+	// imports too, under its io.containerd.image.name annotation.
+	ociNames, err := images.ImportFile(ctx, client, ociArchive(t, "example.com/oci/busybox:1"), images.ImportOptions{Snapshotter: ConfiguredSnapshotter(dataDir)})
+	if err != nil || !contains(ociNames, "example.com/oci/busybox:1") {
+		t.Fatalf("import OCI archive = %v, %v; want example.com/oci/busybox:1", ociNames, err)
+	}
+	if err := images.Remove(ctx, client, "example.com/oci/busybox:1"); err != nil {
+		t.Fatal(err)
+	}
 	// `skiff image rm` and `ls`: one alias removed, the rest listed.
 	if err := images.Remove(ctx, client, "busybox:latest"); err != nil {
 		t.Fatalf("remove busybox:latest: %v", err)
@@ -307,6 +319,31 @@ func TestContainerRunsAndSurvivesRestarts(t *testing.T) {
 	rs, _ = criClients(t, s.c.Endpoint())
 	stillRunning("after the agent restarted")
 
+	// The agent is killed: its containerd lives on, unsupervised (here: one
+	// started the way the supervisor starts it, with nobody watching). The
+	// next agent stops it by its pid file and runs its own.
+	s.stop(t)
+	orphan := New(dataDir, Options{Binary: os.Getenv("SKIFF_BINARY")})
+	if _, err := orphan.prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	orphanExited, err := orphan.run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "left-over containerd answers", func() error { return orphan.criVersion(ctx) })
+	s = startContainerd(t, dataDir)
+	select {
+	case <-orphanExited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the new agent did not stop the containerd the killed agent left behind")
+	}
+	if s.c.Pid() == orphan.Pid() {
+		t.Fatal("the new agent adopted the left-over containerd instead of starting its own")
+	}
+	rs, _ = criClients(t, s.c.Endpoint())
+	stillRunning("after a killed agent's containerd was replaced")
+
 	if err := rs.StopPodSandbox(ctx, podID); err != nil {
 		t.Errorf("StopPodSandbox: %v", err)
 	}
@@ -331,4 +368,39 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ociArchive writes the busybox image as an OCI image-layout tarball named
+// ref.
+func ociArchive(t *testing.T, ref string) string {
+	t.Helper()
+	img, err := images.Build(testimages.BusyboxFiles(t), images.Config{Cmd: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	lp, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{
+		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": "1",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "oci.tar")
+	f, err := os.Create(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(filepath.Join(dir, "layout"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return tarPath
 }
