@@ -658,3 +658,43 @@ func TestIndexSet(t *testing.T) {
 		}
 	}
 }
+
+func TestAdoptionAndOrphans(t *testing.T) {
+	t.Run("a matching orphan is adopted with the tracking finalizer", func(t *testing.T) {
+		j := newJob("a", 1, 1, started(time.Minute))
+		orphan := newPod(j, "stray", corev1.PodRunning, func(p *corev1.Pod) { p.OwnerReferences = nil; p.Finalizers = nil })
+		f := newFixture(t, j, orphan)
+		got := f.sync("a")
+		if d := cmp.Diff([]string{"get jobs", "patch pods stray", "update jobs/status"}, got); d != "" {
+			t.Errorf("actions (-want +got):\n%s", d)
+		}
+		p := f.pods()[0]
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.UID != j.UID || !hasTrackingFinalizer(&p) {
+			t.Errorf("adopted pod: owners %v finalizers %v", p.OwnerReferences, p.Finalizers)
+		}
+		if f.job("a").Status.Active != 1 {
+			t.Errorf("active = %d, want the adopted pod", f.job("a").Status.Active)
+		}
+	})
+	t.Run("the finalizer of a pod whose Job is gone is removed", func(t *testing.T) {
+		j := newJob("gone", 1, 1)
+		p := newPod(j, "left", corev1.PodSucceeded)
+		f := newFixture(t, p) // the Job itself is not there
+		if err := f.c.syncOrphan(context.Background(), "pod:ns/left"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.pods()[0]; hasTrackingFinalizer(&got) {
+			t.Errorf("finalizers %v", got.Finalizers)
+		}
+	})
+	t.Run("a running Job's pod keeps its finalizer", func(t *testing.T) {
+		j := newJob("live", 1, 1)
+		f := newFixture(t, j, newPod(j, "mine", corev1.PodRunning))
+		if err := f.c.syncOrphan(context.Background(), "selector:ns/"+batchv1.ControllerUidLabel+"=uid-live"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.pods()[0]; !hasTrackingFinalizer(&got) {
+			t.Error("finalizer removed from a running Job's pod")
+		}
+	})
+}
