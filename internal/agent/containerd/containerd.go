@@ -73,6 +73,9 @@ type Options struct {
 	StopTimeout time.Duration
 }
 
+// maxLogSize is the size past which containerd.log is rotated at a start.
+const maxLogSize = 10 << 20
+
 // Containerd supervises the agent's containerd.
 type Containerd struct {
 	paths
@@ -299,6 +302,11 @@ func alive(pid int) bool {
 
 // run starts one containerd; the channel gets its exit.
 func (c *Containerd) run(ctx context.Context) (<-chan error, error) {
+	// One old log is kept: containerd.log moves to containerd.log.1 once
+	// it passes maxLogSize, at a (re)start.
+	if st, err := os.Stat(c.log); err == nil && st.Size() > maxLogSize {
+		_ = os.Rename(c.log, c.log+".1")
+	}
 	logFile, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
