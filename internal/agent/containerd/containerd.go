@@ -184,6 +184,10 @@ func (c *Containerd) Start(ctx context.Context) error {
 // config, stops a containerd an earlier agent left behind, and returns the
 // snapshotter chosen.
 func (c *Containerd) prepare(ctx context.Context) (string, error) {
+	// A unix socket path holds at most 107 bytes on Linux.
+	if n := len(c.socket + ".ttrpc"); n > 107 {
+		return "", fmt.Errorf("socket path %s.ttrpc is %d bytes, more than a unix socket allows (107): use a shorter --data-dir", c.socket, n)
+	}
 	for _, d := range []string{c.base, c.root, c.state, c.binDir, c.opts.CNIConfDir, c.imagesDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return "", err

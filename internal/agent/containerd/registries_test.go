@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,5 +139,13 @@ func TestRenderConfig(t *testing.T) {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("config lacks %s:\n%s", want, cfg)
 		}
+	}
+}
+
+func TestLongDataDirIsRefused(t *testing.T) {
+	dir := "/" + strings.Repeat("d", 100)
+	_, err := New(dir, Options{}).prepare(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "more than a unix socket allows") {
+		t.Fatalf("prepare with a %d-byte data dir = %v, want the socket length error", len(dir), err)
 	}
 }
