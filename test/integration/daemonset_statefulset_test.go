@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -82,6 +83,42 @@ func imagesByNode(t *testing.T, cs kubernetes.Interface, ns string) map[string][
 	return out
 }
 
+// rolloutRestart is `kubectl rollout restart`: kubectl's own patch (the
+// restartedAt annotation on the template), applied as kubectl applies it.
+func rolloutRestart(t *testing.T, cs kubernetes.Interface, obj runtime.Object) {
+	t.Helper()
+	patch, err := polymorphichelpers.ObjectRestarterFn(obj)
+	if err != nil {
+		t.Fatalf("rollout restart: %v", err)
+	}
+	m := obj.(metav1.Object)
+	ctx := testCtx(t, 10*time.Second)
+	switch obj.(type) {
+	case *appsv1.DaemonSet:
+		_, err = cs.AppsV1().DaemonSets(m.GetNamespace()).Patch(ctx, m.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	case *appsv1.StatefulSet:
+		_, err = cs.AppsV1().StatefulSets(m.GetNamespace()).Patch(ctx, m.GetName(), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		t.Fatalf("rollout restart patch: %v", err)
+	}
+}
+
+// restartedPods waits until every live pod in ns carries the restartedAt
+// annotation and there are n of them.
+func waitRestarted(t *testing.T, cs kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	eventually(t, 90*time.Second, "every pod restarted", func() (bool, error) {
+		pods := livePodsOf(t, cs, ns)
+		for _, p := range pods {
+			if p.Annotations["kubectl.kubernetes.io/restartedAt"] == "" || p.Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+		}
+		return len(pods) == n, nil
+	})
+}
+
 func TestDaemonSetE2E(t *testing.T) {
 	c := startCluster(t)
 	cs := c.Clientset()
@@ -106,8 +143,18 @@ func TestDaemonSetE2E(t *testing.T) {
 	if _, err := cs.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Every node, including the ones still tainted not-ready, gets one pod.
-	waitRollout(t, cs, ns, "DaemonSet", "agent", 60*time.Second)
+	// Every node gets one pod. (Daemon pods do not tolerate the not-ready
+	// NoSchedule taint a new node starts with, as upstream: until the node
+	// lifecycle controller lifts it, a node is not counted as desired, and
+	// `rollout status` may call a DaemonSet of fewer nodes done.)
+	eventually(t, 60*time.Second, "a pod available on each of the 4 nodes", func() (bool, error) {
+		got, err := cs.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, done := rolloutStatus(t, cs, got, "DaemonSet")
+		return done && got.Status.DesiredNumberScheduled == 4 && got.Status.NumberAvailable == 4, nil
+	})
 	byNode := imagesByNode(t, cs, ns)
 	if len(byNode) != 4 {
 		t.Fatalf("pods by node = %v; want one on each of 4 nodes", byNode)
@@ -217,6 +264,12 @@ func TestDaemonSetE2E(t *testing.T) {
 	if fmt.Sprint(numbers) != "[2 3]" {
 		t.Errorf("revision numbers after undo = %v; want [2 3] (a renumbered to 3)", numbers)
 	}
+
+	// kubectl rollout restart replaces every pod.
+	cur, _ = cs.AppsV1().DaemonSets(ns).Get(ctx, "agent", metav1.GetOptions{})
+	rolloutRestart(t, cs, cur)
+	waitRestarted(t, cs, ns, 5)
+	waitRollout(t, cs, ns, "DaemonSet", "agent", 60*time.Second)
 }
 
 func TestStatefulSetE2E(t *testing.T) {
@@ -245,7 +298,7 @@ func TestStatefulSetE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
 	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +380,22 @@ func TestStatefulSetE2E(t *testing.T) {
 	t.Logf("rollout undo: %s", msg)
 	waitImages("web:a")
 
-	// Scale down to 1: web-2 goes before web-1.
+	// kubectl rollout restart replaces every pod.
+	cur, _ = cs.AppsV1().StatefulSets(ns).Get(ctx, "web", metav1.GetOptions{})
+	rolloutRestart(t, cs, cur)
+	waitRestarted(t, cs, ns, 3)
+	waitRollout(t, cs, ns, "StatefulSet", "web", 60*time.Second)
+
+	// Scale down to 1: web-2 goes before web-1. A new watch from the
+	// current resource version, so the rollouts' deletions are not counted.
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	if w, err = cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion}); err != nil {
+		t.Fatal(err)
+	}
 	created, deleted = nil, nil
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s, err := cs.AppsV1().StatefulSets(ns).GetScale(ctx, "web", metav1.GetOptions{})
