@@ -9,6 +9,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/cli/controllermanager"
 	imagecmd "github.com/skiff-sh/skiff/internal/cli/image"
 	"github.com/skiff-sh/skiff/internal/cli/kubectl"
+	proxycmd "github.com/skiff-sh/skiff/internal/cli/proxy"
 	schedulercmd "github.com/skiff-sh/skiff/internal/cli/scheduler"
 	"github.com/skiff-sh/skiff/internal/cli/server"
 	simulatecmd "github.com/skiff-sh/skiff/internal/cli/simulate"
@@ -29,6 +30,7 @@ func NewCommand() *cobra.Command {
   skiff controller-manager  run only the controllers, against a kubeconfig
   skiff scheduler           run only the scheduler, against a kubeconfig
   skiff simulate            run simulated nodes (no containers) for scale tests
+  skiff proxy               run only the service proxy (nftables), against a kubeconfig
   skiff image               import, list and remove the node agent's images
   skiff containerd          the containerd built into skiff (run by the agent)`,
 		SilenceUsage:  true,
@@ -41,5 +43,6 @@ func NewCommand() *cobra.Command {
 	cmd.AddCommand(schedulercmd.NewCommand())
 	cmd.AddCommand(containerdcmd.NewCommand(), imagecmd.NewCommand())
 	cmd.AddCommand(agentcmd.NewCommand())
+	cmd.AddCommand(proxycmd.NewCommand())
 	return cmd
 }

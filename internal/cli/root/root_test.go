@@ -14,7 +14,7 @@ func TestSubcommands(t *testing.T) {
 	for _, c := range cmd.Commands() {
 		names = append(names, c.Name())
 	}
-	if diff := cmp.Diff([]string{"agent", "containerd", "controller-manager", "image", "kubectl", "scheduler", "server", "simulate", "version"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"agent", "containerd", "controller-manager", "image", "kubectl", "proxy", "scheduler", "server", "simulate", "version"}, names); diff != "" {
 		t.Errorf("subcommands (-want +got):\n%s", diff)
 	}
 	kc, _, err := cmd.Find([]string{"kubectl", "get", "pods", "-n", "x"})
