@@ -21,6 +21,7 @@ import (
 	criclient "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/agent/containerd"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
@@ -34,8 +35,10 @@ const DefaultReadyTimeout = 2 * time.Minute
 type Config struct {
 	// DataDir holds the agent's state under <data-dir>/agent.
 	DataDir string
-	// RESTConfig is the agent's identity towards the API server.
+	// RESTConfig is the agent's identity towards the API server; when nil,
+	// Join obtains one (a node client certificate) with a join token.
 	RESTConfig *rest.Config
+	Join       *bootstrap.Options
 	// ContainerRuntimeEndpoint is an existing CRI socket
 	// ("unix:///run/containerd/containerd.sock"); empty runs the agent's
 	// own containerd.
@@ -77,7 +80,14 @@ type Agent struct {
 	images  internalapi.ImageManagerService
 	cd      *containerd.Containerd
 	started chan struct{}
+	// identity is the node's joined identity (nil with a given RESTConfig).
+	identity *bootstrap.Identity
 }
+
+// Identity returns the credentials obtained by joining (the kubelet
+// serving certificate among them), or nil when the agent was given a
+// RESTConfig. It is set before Ready closes.
+func (a *Agent) Identity() *bootstrap.Identity { return a.identity }
 
 // New returns an agent; it does nothing until Start.
 func New(cfg Config) *Agent {
@@ -108,11 +118,38 @@ func (a *Agent) Kubelet() *kubelet.Kubelet {
 func (a *Agent) Start(ctx context.Context) (err error) {
 	logger := klog.FromContext(ctx).WithName("agent")
 	ctx = klog.NewContext(ctx, logger)
-	if a.cfg.RESTConfig == nil {
-		return errors.New("agent: no API server credentials")
-	}
 	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "agent"), 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
+	}
+	if a.cfg.RESTConfig == nil {
+		if a.cfg.Join == nil {
+			return errors.New("agent: no API server credentials")
+		}
+		jo := *a.cfg.Join
+		if jo.Dir == "" {
+			jo.Dir = filepath.Join(a.cfg.DataDir, "agent")
+		}
+		if jo.NodeName == "" {
+			jo.NodeName = a.cfg.Kubelet.NodeName
+		}
+		id, err := bootstrap.Join(ctx, jo)
+		if err != nil {
+			return fmt.Errorf("agent: join %s: %w", jo.Server, err)
+		}
+		a.identity = id
+		a.cfg.RESTConfig = id.RESTConfig
+		if a.cfg.KubeletAPI.Certificate == nil {
+			// The kubelet API serves with the certificate the join obtained
+			// and trusts the cluster CA for its clients.
+			caPEM, err := os.ReadFile(id.CAFile)
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(caPEM)
+			a.cfg.KubeletAPI.Certificate, a.cfg.KubeletAPI.ClientCA = &id.Serving, pool
+		}
+		logger.Info("Joined the cluster", "server", jo.Server, "node", jo.NodeName, "reused", id.Reused)
 	}
 
 	endpoint := a.cfg.ContainerRuntimeEndpoint
@@ -153,6 +190,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("agent: CRI images %s: %w", endpoint, err)
 	}
+	// The kubelet's CRI calls are counted in kubelet_runtime_operations_*
+	// (served by the kubelet API's /metrics).
+	kubeletMetrics := kubeletserver.NewMetrics(nil)
+	rs = kubeletserver.InstrumentRuntime(rs, kubeletMetrics)
 	a.runtime, a.images = rs, is
 
 	cfg := rest.CopyConfig(a.cfg.RESTConfig)
@@ -180,7 +221,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		node, err := kubeletserver.NewNode(a.kubelet, rs, is, kubeletserver.Options{
 			Address: fmt.Sprintf(":%d", port), Certificate: api.Certificate, ClientCA: api.ClientCA, NodeName: kopts.NodeName,
-			Metrics: kubeletserver.NewMetrics(nil),
+			Metrics: kubeletMetrics,
 		}, api.Rotation)
 		if err != nil {
 			return fmt.Errorf("agent: kubelet API: %w", err)

@@ -199,8 +199,8 @@ func TestNeverPodSucceeds(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		readySandboxes := 0
-		for _, s := range h.runtime.Sandboxes(map[string]string{labelPodUID: string(pod.UID)}) {
-			if s.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		for _, s := range h.runtime.SandboxStates(map[string]string{labelPodUID: string(pod.UID)}) {
+			if s == runtimeapi.PodSandboxState_SANDBOX_READY {
 				readySandboxes++
 			}
 		}

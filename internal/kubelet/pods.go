@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -34,9 +35,32 @@ func (k *Kubelet) podChanged(ctx context.Context, obj any) {
 		return
 	}
 	k.mu.Lock()
+	old := k.pods[pod.UID]
 	k.pods[pod.UID] = pod
 	k.mu.Unlock()
+	if old != nil && !differsForKubelet(old, pod) {
+		// A status write (ours, or another component's): as upstream's pod
+		// config source, it does not trigger a sync.
+		return
+	}
 	k.ensureWorker(ctx, pod.UID).poke()
+}
+
+// differsForKubelet reports whether a pod changed in what the kubelet acts
+// on: spec, labels, annotations, deletion.
+func differsForKubelet(a, b *corev1.Pod) bool {
+	if a.Generation != b.Generation || !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) {
+		return true
+	}
+	if !apiequality.Semantic.DeepEqual(a.Labels, b.Labels) || !apiequality.Semantic.DeepEqual(a.Annotations, b.Annotations) {
+		return true
+	}
+	if !apiequality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
+		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds) {
+		return true
+	}
+	// A phase set by someone else (e.g. an eviction) matters too.
+	return a.Status.Phase != b.Status.Phase && (b.Status.Phase == corev1.PodFailed || b.Status.Phase == corev1.PodSucceeded)
 }
 
 // podDeleted: the API object is gone; the worker stops what is left and

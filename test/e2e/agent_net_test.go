@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
@@ -29,3 +31,7 @@ func killUnder(dir string) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
+
+type intstrIntOrString = intstr.IntOrString
+
+func intstrFromInt(p int) intstr.IntOrString { return intstr.FromInt32(int32(p)) }

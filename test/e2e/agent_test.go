@@ -74,6 +74,16 @@ func stopAgentCluster() {
 	p := c.proc
 	c.mu.Unlock()
 	if p != nil {
+		c.stopProc(p)
+	}
+	killUnder(c.dataDir)
+	unmountUnder(c.dataDir)
+	_ = os.RemoveAll(c.dataDir)
+}
+
+// stopProc stops the server with SIGTERM (SIGKILL after 30 s).
+func (c *agentCluster) stopProc(p *serverProc) {
+	{
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -82,9 +92,6 @@ func stopAgentCluster() {
 			<-p.done
 		}
 	}
-	killUnder(c.dataDir)
-	unmountUnder(c.dataDir)
-	_ = os.RemoveAll(c.dataDir)
 }
 
 // unmountUnder lazily unmounts everything mounted below dir, deepest first.
@@ -146,12 +153,20 @@ func startAgentCluster(t *testing.T) (*agentCluster, error) {
 
 // start runs `skiff server` (with its agent) and waits until the node is
 // Ready.
-func (c *agentCluster) start() error {
+func (c *agentCluster) start() error { return c.startWith(true) }
+
+// startWith starts the server with or without its agent; without, it
+// waits for the API only.
+func (c *agentCluster) startWith(withAgent bool) error {
 	for attempt := 0; attempt < 3; attempt++ {
-		cmd := exec.Command(binary(), "server", "--data-dir", c.dataDir,
+		args := []string{"server", "--data-dir", c.dataDir}
+		if !withAgent {
+			args = append(args, "--disable-agent")
+		}
+		cmd := exec.Command(binary(), append(args,
 			"--https-listen-port", fmt.Sprint(c.ports.api),
 			"--etcd-client-port", fmt.Sprint(c.ports.etcdClient),
-			"--etcd-peer-port", fmt.Sprint(c.ports.etcdPeer))
+			"--etcd-peer-port", fmt.Sprint(c.ports.etcdPeer))...)
 		p := &serverProc{cmd: cmd, output: &syncBuffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.output, p.output
 		if err := cmd.Start(); err != nil {
@@ -168,7 +183,7 @@ func (c *agentCluster) start() error {
 		for {
 			select {
 			case <-p.done:
-				if strings.Contains(p.output.String(), "address already in use") {
+				if strings.Contains(p.output.String(), "address already in use") && attempt < 2 {
 					c.ports = serverPorts{api: freePortNoT(), etcdClient: freePortNoT(), etcdPeer: freePortNoT()}
 					goto retry
 				}
@@ -177,6 +192,9 @@ func (c *agentCluster) start() error {
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("node agent not ready after 120s\n%s", p.output.String())
+			}
+			if !withAgent && strings.Contains(p.output.String(), "Skiff is ready") && readyz(c.kubeconfig) {
+				return nil
 			}
 			if strings.Contains(p.output.String(), "Node agent ready") && readyz(c.kubeconfig) {
 				return c.waitNodeReady()
@@ -361,7 +379,7 @@ func busyboxPod(ns, name, image string, command ...string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &zero,
-			Containers: []corev1.Container{{Name: "main", Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Command: command}},
+			Containers:                    []corev1.Container{{Name: "main", Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Command: command}},
 		},
 	}
 }

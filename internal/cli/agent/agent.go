@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 )
 
@@ -64,9 +65,10 @@ func NewCommand() *cobra.Command {
 
 It starts the containerd built into skiff (or uses --container-runtime-endpoint),
 registers this machine as a Node, and runs the pods the scheduler binds to it.
-The API server is named by --kubeconfig (with credentials), or by --server with
---token (joining with a token is not available in this build yet: use
---kubeconfig). SIGINT or SIGTERM stops the kubelet and containerd; the pods'
+The API server is named by --server with --token (the server's
+<data-dir>/token): the agent checks the server's CA by the token, obtains a node
+client certificate and a kubelet serving certificate, and keeps them in
+<data-dir>/agent; or by --kubeconfig with credentials. SIGINT or SIGTERM stops the kubelet and containerd; the pods'
 containers keep running and are adopted at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,8 +122,12 @@ func (f Flags) Config() (agent.Config, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
 		}
+	case f.Server != "" && f.Token != "":
+		if _, err := bootstrap.ParseToken(f.Token); err != nil {
+			errs = append(errs, fmt.Errorf("--token: %w", err))
+		}
 	case f.Server != "" || f.Token != "":
-		errs = append(errs, errors.New("joining with --server and --token is not available in this build yet; pass --kubeconfig"))
+		errs = append(errs, errors.New("--server and --token go together"))
 	default:
 		errs = append(errs, errors.New("--kubeconfig (or --server with --token) is required"))
 	}
@@ -165,9 +171,18 @@ func (f Flags) Config() (agent.Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return agent.Config{}, err
 	}
+	var join *bootstrap.Options
+	if restConfig == nil {
+		var addrs []string
+		if f.NodeIP != "" {
+			addrs = append(addrs, f.NodeIP)
+		}
+		join = &bootstrap.Options{Server: f.Server, Token: f.Token, NodeName: name, ServingAddresses: addrs}
+	}
 	return agent.Config{
 		DataDir:                  dataDir,
 		RESTConfig:               restConfig,
+		Join:                     join,
 		ContainerRuntimeEndpoint: f.ContainerRuntimeEndpoint,
 		CNIConfDir:               f.CNIConfDir,
 		Kubelet: kubelet.Options{

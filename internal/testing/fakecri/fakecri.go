@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -33,7 +34,7 @@ type Runtime struct {
 // Container is one fake container: its status and the config it was
 // created with.
 type Container struct {
-	Status runtimeapi.ContainerStatus
+	Status *runtimeapi.ContainerStatus
 	Config *runtimeapi.ContainerConfig
 	// SandboxID is the sandbox it runs in.
 	SandboxID string
@@ -125,8 +126,7 @@ func (r *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (*runti
 	if !ok {
 		return nil, fmt.Errorf("sandbox %s not found", id)
 	}
-	cp := *s
-	return &runtimeapi.PodSandboxStatusResponse{Status: &cp}, nil
+	return &runtimeapi.PodSandboxStatusResponse{Status: proto.Clone(s).(*runtimeapi.PodSandboxStatus)}, nil
 }
 
 func (r *Runtime) ListPodSandbox(_ context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
@@ -149,7 +149,7 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, cfg *runt
 		return "", fmt.Errorf("sandbox %s not found", sandboxID)
 	}
 	id := r.id("c")
-	r.containers[id] = &Container{SandboxID: sandboxID, Config: cfg, Status: runtimeapi.ContainerStatus{
+	r.containers[id] = &Container{SandboxID: sandboxID, Config: cfg, Status: &runtimeapi.ContainerStatus{
 		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Image: cfg.Image, ImageRef: cfg.Image.GetImage(), Labels: cfg.Labels, Annotations: cfg.Annotations,
 	}}
@@ -212,8 +212,7 @@ func (r *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (*runtim
 	if !ok {
 		return nil, fmt.Errorf("container %s not found", id)
 	}
-	cp := c.Status
-	return &runtimeapi.ContainerStatusResponse{Status: &cp}, nil
+	return &runtimeapi.ContainerStatusResponse{Status: proto.Clone(c.Status).(*runtimeapi.ContainerStatus)}, nil
 }
 
 func (r *Runtime) ExecSync(_ context.Context, id string, cmd []string, _ time.Duration) ([]byte, []byte, error) {
@@ -248,20 +247,21 @@ func (r *Runtime) Containers(labels map[string]string) []Container {
 	var out []Container
 	for _, c := range r.containers {
 		if matches(labels, c.Status.Labels) {
-			out = append(out, *c)
+			out = append(out, Container{SandboxID: c.SandboxID, Config: c.Config,
+				Status: proto.Clone(c.Status).(*runtimeapi.ContainerStatus)})
 		}
 	}
 	return out
 }
 
-// Sandboxes returns copies of the sandboxes matching labels.
-func (r *Runtime) Sandboxes(labels map[string]string) []runtimeapi.PodSandboxStatus {
+// SandboxStates returns the states of the sandboxes matching labels.
+func (r *Runtime) SandboxStates(labels map[string]string) []runtimeapi.PodSandboxState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []runtimeapi.PodSandboxStatus
+	var out []runtimeapi.PodSandboxState
 	for _, s := range r.sandboxes {
 		if matches(labels, s.Labels) {
-			out = append(out, *s)
+			out = append(out, s.State)
 		}
 	}
 	return out
