@@ -148,15 +148,15 @@ func TestAllocation(t *testing.T) {
 	cases := []struct {
 		name     string
 		existing []runtime.Object
-		// later are created one at a time once the existing ones are settled.
+		// later are created one at a time once the existing ones are
+		// settled (several nodes without a CIDR are served in any order).
 		later []*corev1.Node
 		want  []string
 	}{
 		{
-			name:     "new nodes get /24s in order",
-			existing: []runtime.Object{node("a"), node("b")},
-			later:    []*corev1.Node{node("c")},
-			want:     []string{"a=10.42.0.0/24", "b=10.42.1.0/24", "c=10.42.2.0/24"},
+			name:  "new nodes get /24s in order",
+			later: []*corev1.Node{node("a"), node("b"), node("c")},
+			want:  []string{"a=10.42.0.0/24", "b=10.42.1.0/24", "c=10.42.2.0/24"},
 		},
 		{
 			// Rebuilt from the Nodes at start: set blocks are never handed out again.
@@ -195,7 +195,11 @@ func TestAllocation(t *testing.T) {
 
 func TestExhaustedAndReleased(t *testing.T) {
 	// Two /24 blocks in all.
-	f := start(t, "10.42.0.0/23", 24, node("a"), node("b"))
+	f := start(t, "10.42.0.0/23", 24)
+	for _, n := range []string{"a", "b"} {
+		f.create(node(n))
+		f.waitSettled()
+	}
 	f.waitCIDRs([]string{"a=10.42.0.0/24", "b=10.42.1.0/24"})
 
 	f.create(node("c"))
@@ -208,7 +212,11 @@ func TestExhaustedAndReleased(t *testing.T) {
 }
 
 func TestMaskSize(t *testing.T) {
-	f := start(t, "10.42.0.0/16", 26, node("a"), node("b"))
+	f := start(t, "10.42.0.0/16", 26)
+	for _, n := range []string{"a", "b"} {
+		f.create(node(n))
+		f.waitSettled()
+	}
 	f.waitCIDRs([]string{"a=10.42.0.0/26", "b=10.42.0.64/26"})
 }
 
