@@ -3,8 +3,6 @@ package manager
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
-	"github.com/skiff-sh/skiff/internal/controller/csrapproving"
-	"github.com/skiff-sh/skiff/internal/controller/csrsigning"
 	"github.com/skiff-sh/skiff/internal/controller/daemonset"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
 	"github.com/skiff-sh/skiff/internal/controller/disruption"
@@ -13,12 +11,12 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
+	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
-	"github.com/skiff-sh/skiff/internal/controller/statefulset"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 )
 
@@ -28,8 +26,6 @@ import (
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
 		"cronjob":                cronjob.New,
-		"csrapproving":           csrapproving.New,
-		"csrsigning":             csrsigning.New,
 		"daemonset":              daemonset.New,
 		"deployment":             deployment.New,
 		"disruption":             disruption.New,
@@ -38,13 +34,13 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"garbagecollector":       garbagecollector.New,
 		"job":                    job.New,
 		"namespace":              namespace.New,
+		"node-ipam-controller":   nodeipam.New,
 		"nodelifecycle":          nodelifecycle.New,
 		"podgc":                  podgc.New,
 		"replicaset":             replicaset.New,
 		"replicationcontroller":  replicaset.NewForReplicationControllers,
 		"root-ca-cert-publisher": rootcacert.New,
 		"serviceaccount":         serviceaccount.New,
-		"statefulset":            statefulset.New,
 		"ttl-after-finished":     ttlafterfinished.New,
 	}
 }
@@ -57,6 +53,8 @@ func ComponentName(name string) string {
 		return "replication-controller"
 	case "nodelifecycle":
 		return "node-controller"
+	case "node-ipam-controller":
+		return "cidrAllocator"
 	case "endpoints":
 		return "endpoint-controller"
 	case "endpointslice":
