@@ -3,6 +3,8 @@ package manager
 import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
+	"github.com/skiff-sh/skiff/internal/controller/csrapproving"
+	"github.com/skiff-sh/skiff/internal/controller/csrsigning"
 	"github.com/skiff-sh/skiff/internal/controller/daemonset"
 	"github.com/skiff-sh/skiff/internal/controller/deployment"
 	"github.com/skiff-sh/skiff/internal/controller/disruption"
@@ -17,6 +19,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
+	"github.com/skiff-sh/skiff/internal/controller/statefulset"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 )
 
@@ -26,6 +29,8 @@ import (
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
 		"cronjob":                cronjob.New,
+		"csrapproving":           csrapproving.New,
+		"csrsigning":             csrsigning.New,
 		"daemonset":              daemonset.New,
 		"deployment":             deployment.New,
 		"disruption":             disruption.New,
@@ -41,6 +46,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"replicationcontroller":  replicaset.NewForReplicationControllers,
 		"root-ca-cert-publisher": rootcacert.New,
 		"serviceaccount":         serviceaccount.New,
+		"statefulset":            statefulset.New,
 		"ttl-after-finished":     ttlafterfinished.New,
 	}
 }
