@@ -443,3 +443,81 @@ func TestHistory(t *testing.T) {
 		t.Errorf("pod hash %q, revision hash %q", got, h)
 	}
 }
+
+func TestSelectingAll(t *testing.T) {
+	ds := newDS(func(ds *appsv1.DaemonSet) { ds.Spec.Selector = &metav1.LabelSelector{} })
+	f := newFixture(t, ds, newNode("a"))
+	syncDS(t, f)
+	if len(f.client.Actions()) != 0 {
+		t.Errorf("actions = %v; want none", f.actions())
+	}
+	if diff := cmp.Diff([]string{"Warning SelectingAll This daemon set is selecting all pods. A non-empty selector is required."}, f.events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestAdoptsOrphanAndLabelsGeneration(t *testing.T) {
+	ds := newDS(func(ds *appsv1.DaemonSet) { ds.Annotations = map[string]string{TemplateGenerationAnnotation: "4"} })
+	orphan := daemonPod(ds, "orphan", "a", "x", now.Add(-time.Hour))
+	orphan.OwnerReferences = nil
+	f := newFixture(t, ds, newNode("a"), newNode("b"), orphan)
+	syncDS(t, f)
+	acts := f.actions()
+	if !contains(acts, "patch pods orphan") || !contains(acts, "create pods on b") || contains(acts, "create pods on a") {
+		t.Errorf("actions = %v; want the orphan on a adopted and a pod created on b only", acts)
+	}
+	if got := f.createdPods()[0].Labels[TemplateGenerationLabel]; got != "4" {
+		t.Errorf("pod-template-generation = %q, want 4", got)
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNodeChangesEnqueue(t *testing.T) {
+	ds := newDS(func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = map[string]string{"role": "worker"} })
+	f := newFixture(t, ds)
+	plain := newNode("a")
+	worker := newNode("a", func(n *corev1.Node) { n.Labels["role"] = "worker" })
+	heartbeat := worker.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	cases := []struct {
+		name     string
+		old, new *corev1.Node
+		want     int
+	}{
+		{name: "label makes the node fit", old: plain, new: worker, want: 1},
+		{name: "a heartbeat changes nothing", old: worker, new: heartbeat, want: 0},
+		{name: "untolerated taint", old: worker, new: newNode("a", func(n *corev1.Node) { n.Labels["role"] = "worker" }, taint("x", corev1.TaintEffectNoSchedule)), want: 1},
+	}
+	drain := func() {
+		for f.c.queue.Len() > 0 {
+			k, _ := f.c.queue.Get()
+			f.c.queue.Done(k)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			drain()
+			f.c.updateNode(tc.old, tc.new)
+			if got := f.c.queue.Len(); got != tc.want {
+				t.Errorf("queued %d, want %d", got, tc.want)
+			}
+		})
+	}
+	drain()
+	f.c.addNode(newNode("b"))
+	if got := f.c.queue.Len(); got != 0 {
+		t.Errorf("a node that does not fit queued %d", got)
+	}
+	f.c.addNode(newNode("c", func(n *corev1.Node) { n.Labels["role"] = "worker" }))
+	if got := f.c.queue.Len(); got != 1 {
+		t.Errorf("a fitting node queued %d, want 1", got)
+	}
+}

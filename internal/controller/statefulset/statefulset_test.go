@@ -370,3 +370,92 @@ func intstrFrom(n int) intstr.IntOrString { return intstr.FromInt32(int32(n)) }
 func errorsForbidden() error {
 	return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, "data-web-0", errors.New("exceeded quota"))
 }
+
+func TestFailedPodIsReplaced(t *testing.T) {
+	s := newSet(1)
+	rev := revisionOf(t, s, 1)
+	failed := readyPod(t, s, 0, rev.Name)
+	failed.Status.Phase = corev1.PodFailed
+	f := newFixture(t, s, rev, failed)
+	f.sync(t)
+	if diff := cmp.Diff([]string{"delete pods web-0"}, f.actions()); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+}
+
+func TestOrderedScaleDownWaitsForHealth(t *testing.T) {
+	s := newSet(3)
+	rev := revisionOf(t, s, 1)
+	notReady := readyPod(t, s, 0, rev.Name)
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	pods := []runtime.Object{notReady, readyPod(t, s, 1, rev.Name), readyPod(t, s, 2, rev.Name)}
+	cases := []struct {
+		name   string
+		policy appsv1.PodManagementPolicyType
+		want   []string
+	}{
+		{name: "OrderedReady waits for web-0", policy: appsv1.OrderedReadyPodManagement},
+		{name: "Parallel deletes both condemned pods", policy: appsv1.ParallelPodManagement, want: []string{"delete pods web-1", "delete pods web-2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			set := s.DeepCopy()
+			set.Spec.Replicas = ptr.To[int32](1)
+			set.Spec.PodManagementPolicy = tc.policy
+			f := newFixture(t, append([]runtime.Object{set, rev}, pods...)...)
+			f.sync(t)
+			got := f.actions()
+			sort.Strings(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("actions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHistory(t *testing.T) {
+	a := newSet(1)
+	revA := revisionOf(t, a, 1)
+	b := newSet(1, func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "nginx:v2" })
+	revB := revisionOf(t, b, 2)
+
+	t.Run("undo renumbers the old revision", func(t *testing.T) {
+		set := a.DeepCopy() // the template is a's again
+		set.Status.CurrentRevision = revB.Name
+		f := newFixture(t, set, revA, revB, readyPod(t, b, 0, revB.Name))
+		f.sync(t)
+		got, err := f.client.AppsV1().ControllerRevisions("default").Get(context.Background(), revA.Name, metav1.GetOptions{})
+		if err != nil || got.Revision != 3 {
+			t.Errorf("revision of a = %v, %v; want 3", got.Revision, err)
+		}
+		st := f.set(t).Status
+		if st.UpdateRevision != revA.Name || st.CurrentRevision != revB.Name {
+			t.Errorf("update %q current %q", st.UpdateRevision, st.CurrentRevision)
+		}
+		if diff := cmp.Diff([]string{"delete pods web-0"}, f.actions()); diff != "" {
+			t.Errorf("actions (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("revisionHistoryLimit trims unused revisions, oldest first", func(t *testing.T) {
+		c := newSet(1, func(s *appsv1.StatefulSet) { s.Spec.Template.Spec.Containers[0].Image = "nginx:v3" })
+		revC := revisionOf(t, c, 3)
+		d := newSet(1, func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].Image = "nginx:v4"
+			s.Spec.RevisionHistoryLimit = ptr.To[int32](1)
+			s.Status.CurrentRevision = "" // current = update
+		})
+		revD := revisionOf(t, d, 4)
+		f := newFixture(t, d, revA, revB, revC, revD, readyPod(t, d, 0, revD.Name))
+		f.sync(t)
+		var deleted []string
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "delete" && a.GetResource().Resource == "controllerrevisions" {
+				deleted = append(deleted, a.(k8stesting.DeleteAction).GetName())
+			}
+		}
+		if diff := cmp.Diff([]string{revA.Name, revB.Name}, deleted); diff != "" {
+			t.Errorf("deleted revisions (-want +got):\n%s", diff)
+		}
+	})
+}
