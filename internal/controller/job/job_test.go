@@ -432,6 +432,24 @@ func TestFailures(t *testing.T) {
 		failed: 2,
 		events: []string{"Warning DeadlineExceeded Job was active longer than specified deadline"},
 	}, {
+		name: "pod failure policy FailIndex with maxFailedIndexes 0 fails the job",
+		job: newJob("fi", 2, 2, indexed, started(time.Minute), func(j *batchv1.Job) {
+			j.Spec.BackoffLimitPerIndex = ptr.To(int32(3))
+			j.Spec.MaxFailedIndexes = ptr.To(int32(0))
+			j.Spec.BackoffLimit = ptr.To(int32(1 << 30))
+			j.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+			j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{Action: batchv1.PodFailurePolicyActionFailIndex, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{5}}},
+			}}
+		}),
+		pods: func(j *batchv1.Job) []*corev1.Pod {
+			return []*corev1.Pod{newPod(j, "fi-0", corev1.PodFailed, index(0), exitCode(5, time.Second)), newPod(j, "fi-1", corev1.PodRunning, index(1))}
+		},
+		want:   []string{"delete pods fi-1", "patch pods fi-0", "patch pods fi-1", "update jobs/status", "update jobs/status"},
+		conds:  []string{"FailureTarget=True/MaxFailedIndexesExceeded", "Failed=True/MaxFailedIndexesExceeded"},
+		failed: 2,
+		events: []string{"Warning MaxFailedIndexesExceeded Job has exceeded the specified maximal number of failed indexes"},
+	}, {
 		name: "backoffLimitPerIndex: the index fails, the others run",
 		job: newJob("x", 3, 3, indexed, started(time.Minute), func(j *batchv1.Job) {
 			j.Spec.BackoffLimitPerIndex = ptr.To(int32(0))
