@@ -174,11 +174,15 @@ func TestSync(t *testing.T) {
 			}
 			// A second sync from the same state writes nothing.
 			f.WaitForCacheSync(ctx.Done())
+			// Once the informer has the slice written above.
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				got, _ := ctrl.(*Controller).sliceLister.EndpointSlices("ns").List(everything())
-				if len(got) == 1 || time.Now().After(deadline) {
+				if len(got) == 1 {
 					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the informer holds %d slices after 5s, want the 1 written", len(got))
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -369,11 +370,39 @@ func TestDeploymentLifecycle(t *testing.T) {
 	// Killing the manager mid-change and starting another converges
 	// without duplicates.
 	scale(12)
-	time.Sleep(30 * time.Millisecond)
+	// Stop once the ReplicaSet has been scaled, while its pods are being
+	// created.
+	waitFor(t, 30*time.Second, "the replica set scaled to 12", func() bool {
+		rss, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, rs := range rss.Items {
+			if rs.Spec.Replicas != nil && *rs.Spec.Replicas == 12 {
+				return true
+			}
+		}
+		return false
+	})
 	stop()
 	startManager(t, c.Config, manager.Options{Controllers: manager.Selection{"deployment", "replicaset"}})
 	waitRolledOut(t, client, ns, "web", 12, "image:a", 30*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	// The new manager's ReplicaSet controller has settled once it reports
+	// the 12 pods it sees in the status of the current generation: a
+	// duplicate created by it would be among the pods listed after that.
+	waitFor(t, 30*time.Second, "the replica set's status to report 12 available pods", func() bool {
+		rss, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, rs := range rss.Items {
+			if rs.Spec.Replicas != nil && *rs.Spec.Replicas == 12 && rs.Status.ObservedGeneration == rs.Generation &&
+				rs.Status.Replicas == 12 && rs.Status.AvailableReplicas == 12 {
+				return true
+			}
+		}
+		return false
+	})
 	if n := len(livePods(t, client, ns)); n != 12 {
 		t.Errorf("after restart: %d live pods, want 12", n)
 	}
@@ -432,11 +461,65 @@ func TestLeaderElection(t *testing.T) {
 	waitHolder("first")
 	second := opts
 	second.Identity = "second"
-	startManager(t, c.Config, second)
-	time.Sleep(time.Second)
+	// The second manager's requests to the Lease are observed: it reads
+	// the Lease on each try and writes it only once it takes it over.
+	leasePath := "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+	var (
+		mu            sync.Mutex
+		reads, writes int
+		tried         = make(chan struct{})
+	)
+	secondConfig := rest.CopyConfig(c.Config)
+	secondConfig.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if req.URL.Path == leasePath && err == nil {
+				mu.Lock()
+				if req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+					reads++
+					if reads == 2 {
+						close(tried)
+					}
+				} else if req.Method != http.MethodGet {
+					writes++
+				}
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	startManager(t, secondConfig, second)
+	// Two reads: the first try ended without taking the Lease.
+	select {
+	case <-tried:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second manager never tried to take the Lease")
+	}
+	mu.Lock()
+	w := writes
+	mu.Unlock()
+	if w != 0 {
+		t.Fatalf("the second manager wrote the Lease %d times while the first held it", w)
+	}
 	waitHolder("first") // the second waits
 	stopFirst()         // releases the lease on the way out
 	waitHolder("second")
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestAllControllers runs every registered controller (the default "*")
@@ -470,6 +553,14 @@ func TestAllControllers(t *testing.T) {
 	}
 	took := waitRolledOut(t, client, ns, "web", 3, "image:a", 60*time.Second)
 	t.Logf("with every controller: 3 replicas available in %v", took)
+	// Node IPAM gives a new Node the first /24 of 10.42.0.0/16.
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ipam-node"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	waitFor(t, 30*time.Second, "the node's pod CIDR", func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, "ipam-node", metav1.GetOptions{})
+		return err == nil && n.Spec.PodCIDR == "10.42.0.0/24" && slices.Equal(n.Spec.PodCIDRs, []string{"10.42.0.0/24"})
+	})
 	select {
 	case err := <-done:
 		t.Fatalf("manager stopped early: %v", err)
