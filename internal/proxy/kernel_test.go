@@ -169,28 +169,59 @@ func TestKernel(t *testing.T) {
 			t.Errorf("%v failed syncs", n)
 		}
 	})
-	t.Run("rules stay when the proxy exits", func(t *testing.T) {
+	t.Run("rules stay when the proxy exits and restarts, no attempt fails", func(t *testing.T) {
+		// A client dials the Service without pause through the exit, the
+		// restart and the new proxier's first (full) sync.
+		stop := make(chan struct{})
+		type result struct{ ok, failed int }
+		res := make(chan result)
+		go func() {
+			var r result
+			for {
+				select {
+				case <-stop:
+					res <- r
+					return
+				default:
+				}
+				if _, err := dial(topo.Node, "10.43.0.20:80"); err != nil {
+					r.failed++
+				} else {
+					r.ok++
+				}
+			}
+		}()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Start returned %v", err)
 		}
-		if _, err := dial(topo.Node, "10.43.0.20:80"); err != nil {
-			t.Errorf("after the proxy exited: %v", err)
-		}
-		// A new proxier takes over the table it finds.
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		defer cancel2()
 		p2 := New(client, Options{NodeName: "n1", Runner: runner})
-		go func() { _ = p2.Start(ctx2) }()
+		done2 := make(chan error, 1)
+		go func() { done2 <- p2.Start(ctx2) }()
 		select {
 		case <-p2.Ready():
 		case <-time.After(20 * time.Second):
 			t.Fatal("second proxier not ready")
 		}
-		if _, err := dial(topo.Node, "10.43.0.20:80"); err != nil {
-			t.Errorf("after restart: %v", err)
+		close(stop)
+		r := <-res
+		if r.failed != 0 || r.ok < 5 {
+			t.Errorf("during the restart: %d connections, %d failed; want none failed", r.ok+r.failed, r.failed)
+		}
+		// A change after the restart is programmed (incrementally).
+		if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx2, "web-http", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRules(t, runner, func(l string) bool { return strings.Contains(l, "10.43.0.20 . tcp . 80 : goto reject-chain") })
+		if _, err := dial(topo.Node, "10.43.0.20:80"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("after its endpoints went: %v, want connection refused", err)
 		}
 		cancel2()
+		if err := <-done2; err != nil {
+			t.Errorf("second Start returned %v", err)
+		}
 	})
 	t.Run("cleanup removes the table", func(t *testing.T) {
 		if err := Cleanup(context.Background(), runner); err != nil {
