@@ -154,7 +154,7 @@ func (c *Containerd) Start(ctx context.Context) error {
 	}
 	go c.awaitReady(ctx, snapshotter)
 
-	backoff := c.opts.MinBackoff
+	var backoff time.Duration // the last wait before a restart
 	for {
 		started := c.opts.Clock.Now()
 		exited, err := c.run(ctx)
@@ -165,19 +165,26 @@ func (c *Containerd) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			c.stop(logger, exited)
 			return nil
-		case err := <-exited:
-			logger.Error(err, "containerd exited; restarting", "after", backoff, "log", c.log)
+		case err = <-exited:
 		}
-		if c.opts.Clock.Since(started) > time.Minute {
-			backoff = c.opts.MinBackoff
-		}
+		backoff = nextBackoff(backoff, c.opts.Clock.Since(started), c.opts.MinBackoff, c.opts.MaxBackoff)
+		logger.Error(err, "containerd exited; restarting", "after", backoff, "log", c.log)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.opts.Clock.After(backoff):
 		}
-		backoff = min(2*backoff, c.opts.MaxBackoff)
 	}
+}
+
+// nextBackoff is the wait before restarting a containerd that ran for
+// ranFor, when the wait before that run was prev: lo the first time and
+// after a run of more than a minute, else twice prev, at most hi.
+func nextBackoff(prev, ranFor, lo, hi time.Duration) time.Duration {
+	if prev == 0 || ranFor > time.Minute {
+		return lo
+	}
+	return min(2*prev, hi)
 }
 
 // prepare creates the directories, the shim link, the hosts dir and the

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -147,5 +148,28 @@ func TestLongDataDirIsRefused(t *testing.T) {
 	_, err := New(dir, Options{}).prepare(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "more than a unix socket allows") {
 		t.Fatalf("prepare with a %d-byte data dir = %v, want the socket length error", len(dir), err)
+	}
+}
+
+func TestNextBackoff(t *testing.T) {
+	const lo, hi = time.Second, 30 * time.Second
+	tests := []struct {
+		name         string
+		prev, ranFor time.Duration
+		want         time.Duration
+	}{
+		{"first restart", 0, time.Second, lo},
+		{"dies again at once: doubles", lo, time.Second, 2 * lo},
+		{"keeps dying: doubles", 8 * time.Second, time.Second, 16 * time.Second},
+		{"capped", 16 * time.Second, time.Second, hi},
+		{"stays capped", hi, time.Second, hi},
+		{"ran for over a minute: starts over", hi, 2 * time.Minute, lo},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextBackoff(tc.prev, tc.ranFor, lo, hi); got != tc.want {
+				t.Errorf("nextBackoff(%v, %v) = %v, want %v", tc.prev, tc.ranFor, got, tc.want)
+			}
+		})
 	}
 }
