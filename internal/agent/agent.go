@@ -25,6 +25,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/agent/containerd"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	proxynode "github.com/skiff-sh/skiff/internal/proxy/node"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	// Kubelet are the kubelet's options; NodeName is required, RootDir
 	// defaults to <data-dir>/agent/kubelet.
 	Kubelet kubelet.Options
+	// DisableServiceProxy leaves Services and NetworkPolicy to a separate
+	// `skiff proxy`; by default the agent runs both (internal/proxy/node).
+	DisableServiceProxy bool
 	// ReadyTimeout bounds each start step (default 2 min).
 	ReadyTimeout time.Duration
 	// KubeletAPI serves the kubelet API (logs, exec, port-forward, metrics)
@@ -231,6 +235,18 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			return err
 		}
 		handles = append(handles, nh)
+	}
+	if !a.cfg.DisableServiceProxy {
+		// The service proxy and NetworkPolicy for this node (internal/proxy/node).
+		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName})
+		if err != nil {
+			return fmt.Errorf("agent: proxy: %w", err)
+		}
+		ph, err := lifecycle.Launch(ctx, "proxy", services, a.cfg.ReadyTimeout)
+		if err != nil {
+			return err
+		}
+		handles = append(handles, ph)
 	}
 	logger.Info("Node agent ready", "node", kopts.NodeName, "runtime", endpoint)
 	close(a.ready)
