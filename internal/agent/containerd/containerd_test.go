@@ -159,6 +159,10 @@ func TestContainerRunsAndSurvivesRestarts(t *testing.T) {
 	dataDir := t.TempDir()
 	tarPath, ref := testimages.Busybox(t)
 	ctx := context.Background()
+	// A tarball in <data-dir>/agent/images is imported at start.
+	if got := testimages.Preload(t, dataDir); got != ref {
+		t.Fatalf("Preload = %s, want %s", got, ref)
+	}
 
 	s := startContainerd(t, dataDir)
 	var podID string
@@ -176,6 +180,12 @@ func TestContainerRunsAndSurvivesRestarts(t *testing.T) {
 		s.stop(t)
 		unmountUnder(dataDir)
 	})
+
+	// Ready means the preloaded tarball is imported: CRI already has it.
+	_, startIS := criClients(t, s.c.Endpoint())
+	if st, err := startIS.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false); err != nil || st.Image == nil {
+		t.Fatalf("at Ready, CRI ImageStatus(%s) = %v, %v; want the preloaded image", ref, st, err)
+	}
 
 	client, err := containerdclient.New(s.c.Address())
 	if err != nil {

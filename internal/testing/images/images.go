@@ -99,3 +99,23 @@ func Write(t testing.TB, file string, refs []string, files []agentimages.File, c
 	}
 	return tarPath, refs[0]
 }
+
+// Preload puts the busybox tarball into <dataDir>/agent/images, where the
+// node agent imports it at start (so a test cluster has busybox without a
+// registry), and returns BusyboxRef.
+func Preload(t testing.TB, dataDir string) string {
+	t.Helper()
+	tarPath, ref := Busybox(t)
+	dir := filepath.Join(dataDir, "agent", "images")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busybox.tar"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
