@@ -49,6 +49,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 )
 
 // Defaults, upstream's where upstream has one.
@@ -81,6 +82,8 @@ func DefaultControllerOptions() controllercontext.Options {
 		LargeClusterSizeThreshold: 50,
 		TerminatedPodGCThreshold:  12500,
 		ConcurrentSyncs:           map[string]int{},
+		ClusterCIDR:               nodeipam.DefaultClusterCIDR,
+		NodeCIDRMaskSize:          nodeipam.DefaultNodeCIDRMaskSize,
 	}
 }
 
