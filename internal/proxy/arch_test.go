@@ -10,7 +10,7 @@ import (
 // TestTalksOnlyThroughTheAPI guards that the service proxy, cluster DNS and
 // the NetworkPolicy enforcer are plain clients: none of them, nor any
 // Skiff package they import (tests aside), uses the API server, storage or
-// etcd directly, and the pure cores never run a command.
+// etcd directly.
 func TestTalksOnlyThroughTheAPI(t *testing.T) {
 	const module = "github.com/skiff-sh/skiff/"
 	forbidden := []string{"internal/apiserver", "internal/storage", "internal/etcd"}
