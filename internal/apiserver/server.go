@@ -74,6 +74,9 @@ type Config struct {
 	// ReapInterval is how often objects whose graceful deletion is over
 	// are removed (default 1s).
 	ReapInterval time.Duration
+	// KubeletClientTLS dials kubelets for pods/log, exec, attach,
+	// portforward and nodes/proxy (see nodeproxy.go); nil answers them 503.
+	KubeletClientTLS *tls.Config
 }
 
 // Server is a running (or ready to run) API server.
@@ -96,6 +99,7 @@ type Server struct {
 	handlers  map[schema.GroupVersionResource]*resourceHandler
 	cachers   []*storage.Cacher
 
+	kubelet   kubeletClient
 	clock     clock.WithTicker
 	admission *admission.Chain
 	// The loops Start runs beside serving.

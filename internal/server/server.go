@@ -139,17 +139,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// One registry: the API server serves it on /metrics, with the
 	// controllers' work queue metrics in it.
 	registry := prometheus.NewRegistry()
+	kubeletTLS, err := bundle.KubeletClientTLS(pki.Options{})
+	if err != nil {
+		return err
+	}
 	// Joining nodes: bootstrap tokens, and the CA sent with the serving
 	// certificate so an agent can check it by its token (internal/server/join).
 	joiner := join.New(bundle.CA.Raw)
 	api, err := apiserver.New(apiserver.Config{
-		Registry:      registry,
-		Etcd:          store.Client(),
-		ClientCA:      bundle.CAPool,
-		ServingCert:   joiner.ServingCert(bundle.Serving),
-		Authenticator: joiner.Authenticator(),
-		BindAddress:   cfg.BindAddress,
-		Port:          cfg.Port,
+		Registry:         registry,
+		Etcd:             store.Client(),
+		ClientCA:         bundle.CAPool,
+		ServingCert:      joiner.ServingCert(bundle.Serving),
+		Authenticator:    joiner.Authenticator(),
+		BindAddress:      cfg.BindAddress,
+		Port:             cfg.Port,
+		KubeletClientTLS: kubeletTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
