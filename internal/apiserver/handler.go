@@ -30,7 +30,11 @@ type resourceHandler struct {
 	srv      *Server
 	fieldSet map[string]bool
 	scaler   registry.Scaler
-	fields   *fieldManagers
+	// verbs the resource itself serves, and the handlers of its declared
+	// subresources that are not served by the update path.
+	verbs   map[string]bool
+	subFunc map[string]subresourceFunc
+	fields  *fieldManagers
 }
 
 func newResourceHandler(res registry.Resource, store *storage.Cacher, c *codecs, srv *Server) *resourceHandler {
@@ -48,6 +52,17 @@ func newResourceHandler(res registry.Resource, store *storage.Cacher, c *codecs,
 	}
 	if s, ok := res.Strategy.(registry.Scaler); ok {
 		h.scaler = s
+	}
+	h.verbs = map[string]bool{}
+	for _, v := range res.Verbs() {
+		h.verbs[v] = true
+	}
+	h.subFunc = map[string]subresourceFunc{}
+	handlers := subresourceHandlers()
+	for name, sub := range res.Subresources {
+		if fn := handlers[sub.Handler]; fn != nil {
+			h.subFunc[name] = fn
+		}
 	}
 	return h
 }
@@ -114,7 +129,7 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		return
 	}
 	ctx := r.Context()
-	if (info.Subresource == "" && !h.res.ServesVerb(info.Verb)) || (hasSub && !contains(sub.Verbs, info.Verb)) {
+	if (info.Subresource == "" && !h.verbs[info.Verb]) || (hasSub && !contains(sub.Verbs, info.Verb)) {
 		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
 		return
 	}
@@ -122,11 +137,9 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		h.serveVirtual(ctx, w, r, info, out)
 		return
 	}
-	if hasSub {
-		if fn := subresourceHandlers()[sub.Handler]; fn != nil {
-			fn(ctx, h, w, r, info, out)
-			return
-		}
+	if fn := h.subFunc[info.Subresource]; fn != nil {
+		fn(ctx, h, w, r, info, out)
+		return
 	}
 	// The resource itself, its status and finalize subresources.
 	var obj runtime.Object

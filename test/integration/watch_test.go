@@ -198,32 +198,46 @@ func TestWatchBookmarks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, allow := range []bool{true, false} {
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion, AllowWatchBookmarks: allow})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got *watch.Event
+	// Two watches side by side: one allows bookmarks, one does not.
+	with, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer with.Stop()
+	without, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer without.Stop()
+
+	// The one that allows them gets two bookmarks, so at least one whole
+	// bookmark interval passes with both watches open.
+	start, _ := strconv.ParseInt(cm.ResourceVersion, 10, 64)
+	for i := 0; i < 2; i++ {
 		select {
-		case ev := <-w.ResultChan():
-			got = &ev
-		case <-time.After(2 * time.Second):
-		}
-		w.Stop()
-		if !allow {
-			if got != nil {
-				t.Fatalf("watch without allowWatchBookmarks got %v", got.Type)
+		case ev := <-with.ResultChan():
+			if ev.Type != watch.Bookmark {
+				t.Fatalf("watch with allowWatchBookmarks: got %v, want a BOOKMARK", ev.Type)
 			}
-			continue
+			rv, _ := strconv.ParseInt(ev.Object.(*corev1.ConfigMap).ResourceVersion, 10, 64)
+			if rv < start {
+				t.Fatalf("bookmark resourceVersion %d is before the watch start %d", rv, start)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("watch with allowWatchBookmarks: no BOOKMARK %d within 5s", i+1)
 		}
-		if got == nil || got.Type != watch.Bookmark {
-			t.Fatalf("watch with allowWatchBookmarks: got %+v, want a BOOKMARK within 2s", got)
+	}
+	// Then a change: it must be the first thing the other watch sees.
+	cm.Data = map[string]string{"k": "v"}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-without.ResultChan():
+		if ev.Type != watch.Modified {
+			t.Fatalf("watch without allowWatchBookmarks: first event %v, want MODIFIED (no bookmark)", ev.Type)
 		}
-		bm := got.Object.(*corev1.ConfigMap)
-		rv, _ := strconv.ParseInt(bm.ResourceVersion, 10, 64)
-		start, _ := strconv.ParseInt(cm.ResourceVersion, 10, 64)
-		if rv < start {
-			t.Fatalf("bookmark resourceVersion %d is before the watch start %d", rv, start)
-		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch without allowWatchBookmarks: no MODIFIED event within 5s")
 	}
 }

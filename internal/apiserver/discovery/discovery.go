@@ -33,7 +33,7 @@ type Discovery struct {
 type documents struct {
 	// coreVersions are the versions of the core group ("v1").
 	coreVersions []string
-	// groups are the non-core groups, apps first then by name.
+	// groups are the non-core groups, the preferred ones first, then by name.
 	groups []metav1.APIGroup
 	// resources by group/version ("v1", "apps/v1").
 	resources map[string]*metav1.APIResourceList

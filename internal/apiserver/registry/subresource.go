@@ -105,17 +105,6 @@ func (r Resource) SubresourceKind(name string) schema.GroupVersionKind {
 	return k
 }
 
-// ServesVerb says whether r serves verb on the resource itself (see
-// VerbLister).
-func (r Resource) ServesVerb(verb string) bool {
-	for _, v := range r.Verbs() {
-		if v == verb {
-			return true
-		}
-	}
-	return false
-}
-
 // DefaultVerbs are the verbs of an ordinary stored resource, sorted.
 func DefaultVerbs() []string {
 	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}

@@ -22,6 +22,7 @@ func Resources(registry.Deps) []registry.Resource {
 		CSIDriverResource(),
 		VolumeAttachmentResource(),
 		CSIStorageCapacityResource(),
+		VolumeAttributesClassResource(),
 	}
 }
 

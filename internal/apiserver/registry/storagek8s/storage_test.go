@@ -347,7 +347,7 @@ func TestResources(t *testing.T) {
 			t.Errorf("%s: incomplete resource", r.Resource)
 		}
 	}
-	want := []string{"storageclasses", "csinodes", "csidrivers", "volumeattachments", "csistoragecapacities"}
+	want := []string{"storageclasses", "csinodes", "csidrivers", "volumeattachments", "csistoragecapacities", "volumeattributesclasses"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("prefixes (-want +got):\n%s", diff)
 	}
