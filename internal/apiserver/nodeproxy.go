@@ -162,7 +162,6 @@ func (s *Server) streamFromKubelet(w http.ResponseWriter, r *http.Request, loc *
 		ct = "text/plain"
 	}
 	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32*1024)

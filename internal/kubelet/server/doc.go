@@ -9,6 +9,7 @@
 //	/portForward/{ns}/{pod}                    streaming, through the runtime's streaming server
 //	/metrics                                   kubelet_* metrics (upstream names)
 //	/metrics/cadvisor                          container_* CPU and memory from CRI stats
+//	/metrics/resource                          node/pod/container CPU and working set (metrics-server)
 //	/stats/summary                             the Summary API (stats/v1alpha1 JSON shape)
 //
 // Every request must present a client certificate signed by the cluster CA;

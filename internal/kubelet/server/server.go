@@ -180,10 +180,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /stats/summary", s.serveSummary)
 	if s.opts.Metrics != nil {
 		mux.Handle("GET /metrics", s.opts.Metrics.handler(s))
-		mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
-	} else {
-		mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
 	}
+	mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
+	mux.Handle("GET /metrics/resource", s.resourceHandler())
 	return mux
 }
 

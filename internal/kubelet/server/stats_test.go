@@ -56,6 +56,22 @@ func TestMetricsAndStats(t *testing.T) {
 		}
 	}
 
+	code, body = get(t, c, h.base+"/metrics/resource")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics/resource = %d", code)
+	}
+	for _, want := range []string{
+		`container_cpu_usage_seconds_total{container="app",namespace="default",pod="web"} 2.5 0`,
+		`container_memory_working_set_bytes{container="app",namespace="default",pod="web"} 4096 0`,
+		`pod_memory_working_set_bytes{namespace="default",pod="web"} 4096`,
+		"node_memory_working_set_bytes ",
+		"resource_scrape_error 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics/resource lacks %q in\n%s", want, body)
+		}
+	}
+
 	code, body = get(t, c, h.base+"/stats/summary")
 	if code != http.StatusOK {
 		t.Fatalf("/stats/summary = %d", code)
