@@ -36,14 +36,15 @@ type fixture struct {
 	client   *fake.Clientset
 	informer informers.SharedInformerFactory
 	recorder *record.FakeRecorder
+	clock    *clocktesting.FakeClock
 	c        *Controller
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100)}
+	f := &fixture{client: fake.NewClientset(objs...), recorder: record.NewFakeRecorder(100), clock: clocktesting.NewFakeClock(now)}
 	f.informer = informers.NewSharedInformerFactory(f.client, 0)
-	ctrl, err := New(context.Background(), controllercontext.Context{Client: f.client, Informers: f.informer, Recorder: f.recorder, Clock: clocktesting.NewFakeClock(now)})
+	ctrl, err := New(context.Background(), controllercontext.Context{Client: f.client, Informers: f.informer, Recorder: f.recorder, Clock: f.clock})
 	if err != nil {
 		t.Fatalf("build controller: %v", err)
 	}
@@ -458,4 +459,33 @@ func TestHistory(t *testing.T) {
 			t.Errorf("deleted revisions (-want +got):\n%s", diff)
 		}
 	})
+}
+
+func TestMinReadySeconds(t *testing.T) {
+	s := newSet(2, func(s *appsv1.StatefulSet) { s.Spec.MinReadySeconds = 30 })
+	rev := revisionOf(t, s, 1)
+	p := readyPod(t, s, 0, rev.Name)
+	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-10 * time.Second))
+	f := newFixture(t, s, rev, p)
+	f.sync(t)
+	if got := f.actions(); len(got) != 0 {
+		t.Errorf("actions = %v; web-1 must wait until web-0 is available", got)
+	}
+	st := f.set(t).Status
+	if st.ReadyReplicas != 1 || st.AvailableReplicas != 0 {
+		t.Errorf("ready %d available %d; want 1 and 0", st.ReadyReplicas, st.AvailableReplicas)
+	}
+	// The set is looked at again once web-0 may be available.
+	if f.c.queue.Len() != 0 {
+		t.Fatalf("queued at once")
+	}
+	f.clock.Step(30 * time.Second)
+	eventuallyQueued := false
+	for i := 0; i < 100 && !eventuallyQueued; i++ {
+		eventuallyQueued = f.c.queue.Len() == 1
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !eventuallyQueued {
+		t.Error("not requeued after minReadySeconds")
+	}
 }
