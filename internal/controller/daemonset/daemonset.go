@@ -798,8 +798,8 @@ func (c *Controller) updateStatus(ctx context.Context, ds *appsv1.DaemonSet, nod
 			NumberUnavailable: st.NumberUnavailable,
 		}
 	}
-	if apiequality.Semantic.DeepEqual(counters(ds.Status), s) && ds.Status.ObservedGeneration >= ds.Generation {
-		return nil
+	if apiequality.Semantic.DeepEqual(counters(ds.Status), s) && (ds.Status.ObservedGeneration >= ds.Generation || !observed) {
+		return nil // (without observed, a write would change nothing)
 	}
 	toUpdate := ds
 	var err error
