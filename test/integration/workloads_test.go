@@ -407,3 +407,47 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestWorkloadsJobSurvivesManagerRestart restarts the controller manager
+// while a Job's pods finish: every success is counted once, none is lost
+// (the tracking finalizer and status.uncountedTerminatedPods carry the
+// count across the restart).
+func TestWorkloadsJobSurvivesManagerRestart(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	runNodes(t, c, 3)
+	stop := runManager(t, c)
+	runScheduler(t, c)
+	ctx := testCtx(t, 3*time.Minute)
+	ns := newNamespace(t, cs)
+
+	if _, err := cs.BatchV1().Jobs(ns).Create(ctx, workloadJob("many", 40, 10, "0.3", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	for ctx.Err() == nil {
+		j, err := cs.BatchV1().Jobs(ns).Get(ctx, "many", metav1.GetOptions{})
+		if err == nil && j.Status.Succeeded >= 10 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	runManager(t, c)
+	done := waitJobCondition(t, ctx, cs, ns, "many", batchv1.JobComplete)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	succeeded := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			succeeded++
+		}
+		if slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			t.Errorf("pod %s keeps the tracking finalizer", p.Name)
+		}
+	}
+	if done.Status.Succeeded != 40 || succeeded != 40 || done.Status.Failed != 0 {
+		t.Errorf("status.succeeded %d, succeeded pods %d, failed %d; want 40, 40, 0", done.Status.Succeeded, succeeded, done.Status.Failed)
+	}
+}
