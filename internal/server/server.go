@@ -76,6 +76,9 @@ type Config struct {
 	// KubeSchedulerConfiguration file; nil means the default profile. Its
 	// clientConnection is not used: the scheduler talks to this server.
 	SchedulerConfig *schedconfig.Config
+	// Services configures cluster DNS and the load-balancer allocator
+	// (internal/server/services.go).
+	Services ServicesConfig
 }
 
 // Paths inside the data directory.
@@ -214,6 +217,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		logger.V(1).Info("Stopping scheduler")
 		if stopErr := schedHandle.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
+		}
+	}()
+
+	svcHandles, err := launchServices(ctx, cfg.Services, bundle.AdminRESTConfig(serverURL), bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	// Deferred: cluster DNS and the load-balancer allocator stop first.
+	defer func() {
+		for i := len(svcHandles) - 1; i >= 0; i-- {
+			if stopErr := svcHandles[i].Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
 		}
 	}()
 
