@@ -227,7 +227,7 @@ func (f Flags) controllerOptions() (controllercontext.Options, error) {
 		TerminatedPodGCThreshold:  podGCThreshold(f.TerminatedPodGCMax),
 		ConcurrentSyncs:           syncs,
 		RootCAPEM:                 ca,
-		ClusterCIDR:               clusterCIDR,
+		ClusterCIDR:               clusterCIDR.String(),
 		NodeCIDRMaskSize:          f.NodeCIDRMaskSize,
 	}, errors.Join(errs...)
 }

@@ -5,7 +5,6 @@ package controllercontext
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -67,9 +66,9 @@ type Options struct {
 	// ConfigMap in every namespace.
 	RootCAPEM []byte
 	// ClusterCIDR is the pod network node IPAM hands out node CIDRs from
-	// (upstream --cluster-cidr; zero means Skiff's 10.42.0.0/16), in
+	// (upstream --cluster-cidr; empty means Skiff's 10.42.0.0/16), in
 	// blocks of NodeCIDRMaskSize bits (--node-cidr-mask-size; zero means 24).
-	ClusterCIDR      netip.Prefix
+	ClusterCIDR      string
 	NodeCIDRMaskSize int
 	// ClusterSigningCertFile and ClusterSigningKeyFile are the CA the
 	// csrsigning controller signs approved certificate requests with

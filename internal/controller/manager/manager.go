@@ -82,7 +82,7 @@ func DefaultControllerOptions() controllercontext.Options {
 		LargeClusterSizeThreshold: 50,
 		TerminatedPodGCThreshold:  12500,
 		ConcurrentSyncs:           map[string]int{},
-		ClusterCIDR:               nodeipam.DefaultClusterCIDR,
+		ClusterCIDR:               nodeipam.DefaultClusterCIDR.String(),
 		NodeCIDRMaskSize:          nodeipam.DefaultNodeCIDRMaskSize,
 	}
 }

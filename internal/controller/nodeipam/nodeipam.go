@@ -96,12 +96,16 @@ type Controller struct {
 
 // New builds the controller (a controllercontext.InitFunc).
 func New(ctx context.Context, cc controllercontext.Context) (controllercontext.Controller, error) {
-	cluster, mask := cc.Options.ClusterCIDR, cc.Options.NodeCIDRMaskSize
-	if !cluster.IsValid() {
-		cluster = DefaultClusterCIDR
+	cidr, mask := cc.Options.ClusterCIDR, cc.Options.NodeCIDRMaskSize
+	if cidr == "" {
+		cidr = DefaultClusterCIDR.String()
 	}
 	if mask == 0 {
 		mask = DefaultNodeCIDRMaskSize
+	}
+	cluster, err := ParseRange(cidr, mask)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	set, err := newCIDRSet(cluster, mask)
 	if err != nil {

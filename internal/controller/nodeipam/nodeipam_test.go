@@ -2,7 +2,6 @@ package nodeipam
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -45,7 +44,7 @@ func start(t *testing.T, cluster string, mask int, objs ...runtime.Object) *fixt
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := New(ctx, controllercontext.Context{
 		Client: f.client, Informers: inf, Recorder: f.recorder,
-		Options: controllercontext.Options{ClusterCIDR: netip.MustParsePrefix(cluster), NodeCIDRMaskSize: mask},
+		Options: controllercontext.Options{ClusterCIDR: cluster, NodeCIDRMaskSize: mask},
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -223,7 +222,7 @@ func TestMaskSize(t *testing.T) {
 func TestBadOptions(t *testing.T) {
 	_, err := New(context.Background(), controllercontext.Context{
 		Client: fake.NewClientset(), Informers: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
-		Options: controllercontext.Options{ClusterCIDR: netip.MustParsePrefix("10.42.0.0/16"), NodeCIDRMaskSize: 8},
+		Options: controllercontext.Options{ClusterCIDR: "10.42.0.0/16", NodeCIDRMaskSize: 8},
 	})
 	if err == nil || !strings.Contains(err.Error(), "node CIDR mask size 8") {
 		t.Errorf("New with mask 8 = %v, want an error about the mask size", err)
