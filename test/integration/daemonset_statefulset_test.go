@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -436,6 +437,10 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 				// volumes (reported to the registry's owner).
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:a"}}},
 			},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "data"},
 				Spec: corev1.PersistentVolumeClaimSpec{
@@ -471,4 +476,42 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 		}
 		return false, fmt.Errorf("pod volumes %v", pod.Spec.Volumes)
 	})
+
+	// The retention policy, through ownerReferences the garbage collector
+	// acts on: scaled down, data-db-1 goes with db-1; the set deleted,
+	// data-db-0 goes with it.
+	claimGone := func(name string) func() (bool, error) {
+		return func() (bool, error) {
+			_, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}
+	}
+	eventually(t, 60*time.Second, "claim data-db-1 exists", func() (bool, error) {
+		_, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-1", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := cs.AppsV1().StatefulSets(ns).GetScale(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = 1
+		_, err = cs.AppsV1().StatefulSets(ns).UpdateScale(ctx, "db", s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "data-db-1 deleted after the scale down", claimGone("data-db-1"))
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("data-db-0 after the scale down: %v", err)
+	}
+	if ref := metav1.GetControllerOf(pvc); ref == nil || ref.Kind != "StatefulSet" || ref.Name != "db" {
+		t.Errorf("data-db-0 owners %v; want the StatefulSet as controller", pvc.OwnerReferences)
+	}
+	if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "data-db-0 deleted with the set", claimGone("data-db-0"))
 }
