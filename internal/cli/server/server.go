@@ -19,8 +19,11 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
 	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/server"
@@ -35,6 +38,10 @@ type Flags struct {
 	EtcdClientPort int
 	EtcdPeerPort   int
 	DisableAgent   bool
+	// The in-process agent's kubelet API and container log rotation.
+	KubeletPort          int
+	ContainerLogMaxSize  string
+	ContainerLogMaxFiles int
 
 	// The in-process controllers, named as kube-controller-manager's flags.
 	Controllers       []string
@@ -52,16 +59,19 @@ type Flags struct {
 func DefaultFlags() Flags {
 	c := manager.DefaultControllerOptions()
 	return Flags{
-		DataDir:           server.DefaultDataDir,
-		BindAddress:       server.DefaultBindAddress,
-		HTTPSPort:         server.DefaultPort,
-		EtcdClientPort:    etcd.DefaultClientPort,
-		EtcdPeerPort:      etcd.DefaultClientPort + 1,
-		Controllers:       []string{"*"},
-		NodeMonitorGrace:  c.NodeMonitorGracePeriod,
-		NodeMonitorPeriod: c.NodeMonitorPeriod,
-		NodeStartupGrace:  c.NodeStartupGracePeriod,
-		NodeEvictionRate:  c.NodeEvictionRate,
+		DataDir:              server.DefaultDataDir,
+		BindAddress:          server.DefaultBindAddress,
+		HTTPSPort:            server.DefaultPort,
+		EtcdClientPort:       etcd.DefaultClientPort,
+		EtcdPeerPort:         etcd.DefaultClientPort + 1,
+		Controllers:          []string{"*"},
+		KubeletPort:          kubelet.DefaultPort,
+		ContainerLogMaxSize:  "10Mi",
+		ContainerLogMaxFiles: kubeletserver.DefaultContainerLogMaxFiles,
+		NodeMonitorGrace:     c.NodeMonitorGracePeriod,
+		NodeMonitorPeriod:    c.NodeMonitorPeriod,
+		NodeStartupGrace:     c.NodeStartupGracePeriod,
+		NodeEvictionRate:     c.NodeEvictionRate,
 	}
 }
 
@@ -104,7 +114,10 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "client URLs of an external etcd cluster (comma-separated); when empty, etcd is embedded")
 	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
 	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "loopback peer port of the embedded etcd (0 picks a free port)")
-	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent on this host (accepted for compatibility; there is no node agent yet, so this has no effect)")
+	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the in-process agent's kubelet API (logs, exec, port-forward, metrics)")
+	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log file is rotated")
+	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
+	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent (kubelet and containerd) in this process; by default the server also runs this host as a node named after its hostname")
 	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("in-process controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
 	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy and tainted")
 	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
@@ -175,6 +188,13 @@ func (f Flags) Config() (server.Config, error) {
 	if f.NodeEvictionRate < 0 {
 		errs = append(errs, errors.New("--node-eviction-rate must not be negative"))
 	}
+	rotation, err := kubeletserver.ParseRotation(f.ContainerLogMaxSize, f.ContainerLogMaxFiles)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if f.KubeletPort <= 0 || f.KubeletPort > 65535 {
+		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", f.KubeletPort))
+	}
 	var schedCfg *schedconfig.Config
 	if strings.TrimSpace(f.SchedulerConfig) != "" {
 		c, err := schedconfig.Load(f.SchedulerConfig, schedplugins.NewInTreeRegistry(), schedplugins.DefaultProfile())
@@ -199,7 +219,11 @@ func (f Flags) Config() (server.Config, error) {
 		EtcdClientPort: f.EtcdClientPort,
 		EtcdPeerPort:   f.EtcdPeerPort,
 		DisableAgent:   f.DisableAgent,
-		Controllers:    selection,
+		Agent: agent.Config{
+			Kubelet:    kubelet.Options{Port: f.KubeletPort},
+			KubeletAPI: agent.KubeletAPIConfig{Rotation: rotation},
+		},
+		Controllers: selection,
 		ControllerOptions: &manager.Options{
 			Controllers: selection,
 			Controller:  controllers,

@@ -9,7 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
+	"github.com/skiff-sh/skiff/internal/kubelet"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"github.com/skiff-sh/skiff/internal/server"
 )
 
@@ -22,6 +25,10 @@ func TestDefaultsAreValid(t *testing.T) {
 		DataDir: "/var/lib/skiff", BindAddress: "127.0.0.1", Port: 6443,
 		EtcdClientPort: 2379, EtcdPeerPort: 2380,
 		Controllers: manager.Selection{"*"},
+		Agent: agent.Config{
+			Kubelet:    kubelet.Options{Port: 10250},
+			KubeletAPI: agent.KubeletAPIConfig{Rotation: kubeletserver.RotatorOptions{MaxSize: 10 << 20, MaxFiles: 5}},
+		},
 		ControllerOptions: &manager.Options{
 			Controllers: manager.Selection{"*"},
 			Controller:  manager.DefaultControllerOptions(),
@@ -39,6 +46,7 @@ func TestFlagParsing(t *testing.T) {
 		"--etcd-servers=http://a:2379,https://b:2379", "--etcd-client-port=0", "--disable-agent",
 		"--controllers=*,-nodelifecycle", "--node-monitor-grace-period=5s", "--node-monitor-period=500ms",
 		"--node-startup-grace-period=10s", "--node-eviction-rate=2", "--scheduler-config=/etc/skiff/scheduler.yaml",
+		"--kubelet-port=11250", "--container-log-max-size=1Mi", "--container-log-max-files=3",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +55,14 @@ func TestFlagParsing(t *testing.T) {
 		"etcd-servers": "[http://a:2379,https://b:2379]", "etcd-client-port": "0", "disable-agent": "true",
 		"controllers": "[*,-nodelifecycle]", "node-monitor-grace-period": "5s", "node-monitor-period": "500ms",
 		"node-startup-grace-period": "10s", "node-eviction-rate": "2", "scheduler-config": "/etc/skiff/scheduler.yaml",
+		"kubelet-port": "11250", "container-log-max-size": "1Mi", "container-log-max-files": "3",
 	} {
 		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
 			t.Errorf("--%s = %q, want %q", name, got, want)
 		}
 	}
-	if !strings.Contains(cmd.Flags().Lookup("disable-agent").Usage, "no effect") {
-		t.Error("--disable-agent help does not say it has no effect yet")
+	if strings.Contains(cmd.Flags().Lookup("disable-agent").Usage, "no effect") {
+		t.Error("--disable-agent help still says it has no effect")
 	}
 }
 
@@ -76,6 +85,9 @@ func TestConfigValidation(t *testing.T) {
 		{name: "free ports", mutate: func(f *Flags) { f.HTTPSPort, f.EtcdClientPort, f.EtcdPeerPort = 0, 0, 0 }},
 		{name: "api port clashes with etcd", mutate: func(f *Flags) { f.HTTPSPort = 2379 }, wantErr: "--https-listen-port 2379 is also an etcd port"},
 		{name: "etcd ports clash", mutate: func(f *Flags) { f.EtcdPeerPort = 2379 }, wantErr: "--etcd-client-port and --etcd-peer-port are both 2379"},
+		{name: "kubelet port", mutate: func(f *Flags) { f.KubeletPort = 0 }, wantErr: "--kubelet-port 0 is not a port"},
+		{name: "log max size", mutate: func(f *Flags) { f.ContainerLogMaxSize = "big" }, wantErr: `--container-log-max-size "big"`},
+		{name: "log max files", mutate: func(f *Flags) { f.ContainerLogMaxFiles = 1 }, wantErr: "--container-log-max-files must be at least 2, got 1"},
 		{name: "bad etcd server", mutate: func(f *Flags) { f.EtcdServers = []string{"127.0.0.1:2379"} }, wantErr: `"127.0.0.1:2379" is not an http(s)://host:port URL`},
 		{name: "external etcd", mutate: func(f *Flags) { f.EtcdServers = []string{"https://etcd-0:2379", " "} }, check: func(t *testing.T, c server.Config) {
 			if diff := cmp.Diff([]string{"https://etcd-0:2379"}, c.EtcdServers); diff != "" {
