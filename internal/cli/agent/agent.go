@@ -23,6 +23,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/kubelet"
+	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 )
 
 // Flags are the command-line flags of `skiff agent`.
@@ -43,15 +44,21 @@ type Flags struct {
 	CNIConfDir               string
 	ClusterDNS               []string
 	ClusterDomain            string
+	KubeletPort              int
+	ContainerLogMaxSize      string
+	ContainerLogMaxFiles     int
 }
 
 // DefaultFlags work on a fresh machine given a kubeconfig.
 func DefaultFlags() Flags {
 	return Flags{
-		DataDir:       "/var/lib/skiff",
-		MaxPods:       kubelet.DefaultMaxPods,
-		ClusterDNS:    []string{kubelet.DefaultClusterDNS},
-		ClusterDomain: kubelet.DefaultClusterDomain,
+		DataDir:              "/var/lib/skiff",
+		MaxPods:              kubelet.DefaultMaxPods,
+		ClusterDNS:           []string{kubelet.DefaultClusterDNS},
+		ClusterDomain:        kubelet.DefaultClusterDomain,
+		KubeletPort:          kubelet.DefaultPort,
+		ContainerLogMaxSize:  "10Mi",
+		ContainerLogMaxFiles: kubeletserver.DefaultContainerLogMaxFiles,
 	}
 }
 
@@ -100,6 +107,9 @@ containers keep running and are adopted at the next start.`,
 	fs.StringVar(&f.CNIConfDir, "cni-conf-dir", f.CNIConfDir, "where to write the CNI config for an external runtime (default /etc/cni/net.d)")
 	fs.StringSliceVar(&f.ClusterDNS, "cluster-dns", f.ClusterDNS, "DNS server IPs for ClusterFirst pods")
 	fs.StringVar(&f.ClusterDomain, "cluster-domain", f.ClusterDomain, "cluster DNS domain")
+	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the kubelet API (logs, exec, port-forward, metrics), advertised in the Node's status")
+	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log file is rotated")
+	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -168,6 +178,13 @@ func (f Flags) Config() (agent.Config, error) {
 			errs = append(errs, fmt.Errorf("--cluster-dns %q is not an IP address", ip))
 		}
 	}
+	rotation, err := kubeletserver.ParseRotation(f.ContainerLogMaxSize, f.ContainerLogMaxFiles)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if f.KubeletPort <= 0 || f.KubeletPort > 65535 {
+		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", f.KubeletPort))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return agent.Config{}, err
 	}
@@ -196,7 +213,9 @@ func (f Flags) Config() (agent.Config, error) {
 			PodCIDR:            f.PodCIDR,
 			ClusterDNS:         f.ClusterDNS,
 			ClusterDomain:      f.ClusterDomain,
+			Port:               f.KubeletPort,
 		},
+		KubeletAPI: agent.KubeletAPIConfig{Rotation: rotation},
 	}, nil
 }
 
