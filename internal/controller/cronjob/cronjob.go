@@ -91,12 +91,14 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		clock:          clk,
 	}
 	c.queue = worker.NewQueue("cronjob", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
-	_, _ = cronJobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cronJobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: c.updateCronJob,
 		DeleteFunc: c.enqueue,
-	})
-	_, _ = jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("cronjob: cronJobs handler: %w", err)
+	}
+	if _, err := jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.jobChanged,
 		UpdateFunc: func(oldObj, newObj any) {
 			old, cur := oldObj.(*batchv1.Job), newObj.(*batchv1.Job)
@@ -109,7 +111,9 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 			c.jobChanged(cur)
 		},
 		DeleteFunc: c.jobChanged,
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("cronjob: jobs handler: %w", err)
+	}
 	return c, nil
 }
 

@@ -121,16 +121,20 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 	}
 	c.queue = worker.NewQueue("disruption", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
 	c.staleQueue = worker.NewQueue("stale_pod_disruption", c.syncStalePod, worker.Options[string]{Clock: clk})
-	_, _ = pdbs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := pdbs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueuePDB,
 		UpdateFunc: func(_, obj any) { c.enqueuePDB(obj) },
 		DeleteFunc: c.enqueuePDB,
-	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("disruption: pdbs handler: %w", err)
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.podChanged,
 		UpdateFunc: func(_, obj any) { c.podChanged(obj) },
 		DeleteFunc: c.podChanged,
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("disruption: pods handler: %w", err)
+	}
 	return c, nil
 }
 

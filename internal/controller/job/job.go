@@ -141,16 +141,20 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		Clock:       clk,
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Minute),
 	})
-	_, _ = jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.enqueue(obj, 0) },
 		UpdateFunc: c.updateJob,
 		DeleteFunc: c.deleteJob,
-	})
-	_, _ = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	}); err != nil {
+		return nil, fmt.Errorf("job: jobs handler: %w", err)
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addPod,
 		UpdateFunc: c.updatePod,
 		DeleteFunc: func(obj any) { c.deletePod(obj, true) },
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("job: pods handler: %w", err)
+	}
 	return c, nil
 }
 

@@ -51,10 +51,12 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 	jobs := cc.Informers.Batch().V1().Jobs()
 	c := &Controller{client: cc.Client, jobLister: jobs.Lister(), jobsSynced: jobs.Informer().HasSynced, clock: clk}
 	c.queue = worker.NewQueue("ttl_jobs_to_delete", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
-	_, _ = jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.jobChanged,
 		UpdateFunc: func(_, obj any) { c.jobChanged(obj) },
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("ttl-after-finished: jobs handler: %w", err)
+	}
 	return c, nil
 }
 
