@@ -21,6 +21,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
+	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
@@ -49,6 +50,11 @@ type Flags struct {
 	NodeMonitorPeriod time.Duration
 	NodeStartupGrace  time.Duration
 	NodeEvictionRate  float64
+
+	// ClusterCIDR and NodeCIDRMaskSize are node IPAM's range (empty and
+	// zero: 10.42.0.0/16 and 24).
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 
 	// SchedulerConfig is a KubeSchedulerConfiguration file for the
 	// in-process scheduler (empty: the default profile).
@@ -123,6 +129,8 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
 	fs.DurationVar(&f.NodeStartupGrace, "node-startup-grace-period", f.NodeStartupGrace, "how long a new node may take to report before it is marked unhealthy")
 	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
+	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -195,6 +203,17 @@ func (f Flags) Config() (server.Config, error) {
 	if f.KubeletPort <= 0 || f.KubeletPort > 65535 {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", f.KubeletPort))
 	}
+	ipamCIDR, ipamMask := f.ClusterCIDR, f.NodeCIDRMaskSize
+	if ipamCIDR == "" {
+		ipamCIDR = nodeipam.DefaultClusterCIDR.String()
+	}
+	if ipamMask == 0 {
+		ipamMask = nodeipam.DefaultNodeCIDRMaskSize
+	}
+	clusterCIDR, err := nodeipam.ParseRange(ipamCIDR, ipamMask)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-cidr/--node-cidr-mask-size: %w", err))
+	}
 	var schedCfg *schedconfig.Config
 	if strings.TrimSpace(f.SchedulerConfig) != "" {
 		c, err := schedconfig.Load(f.SchedulerConfig, schedplugins.NewInTreeRegistry(), schedplugins.DefaultProfile())
@@ -211,6 +230,7 @@ func (f Flags) Config() (server.Config, error) {
 	controllers.NodeMonitorPeriod = f.NodeMonitorPeriod
 	controllers.NodeStartupGracePeriod = f.NodeStartupGrace
 	controllers.NodeEvictionRate = f.NodeEvictionRate
+	controllers.ClusterCIDR, controllers.NodeCIDRMaskSize = clusterCIDR.String(), ipamMask
 	return server.Config{
 		DataDir:        dataDir,
 		BindAddress:    f.BindAddress,

@@ -112,6 +112,13 @@ func TestConfigValidation(t *testing.T) {
 				t.Errorf("Controllers = %v, want deployment on and namespace off", c.Controllers)
 			}
 		}},
+		{name: "node IPAM range", mutate: func(f *Flags) { f.ClusterCIDR, f.NodeCIDRMaskSize = "10.100.0.0/16", 25 }, check: func(t *testing.T, c server.Config) {
+			if o := c.ControllerOptions.Controller; o.ClusterCIDR != "10.100.0.0/16" || o.NodeCIDRMaskSize != 25 {
+				t.Errorf("node IPAM range = %s /%d, want 10.100.0.0/16 /25", o.ClusterCIDR, o.NodeCIDRMaskSize)
+			}
+		}},
+		{name: "bad cluster CIDR", mutate: func(f *Flags) { f.ClusterCIDR = "10.42.0.0" }, wantErr: "--cluster-cidr/--node-cidr-mask-size: cluster CIDR"},
+		{name: "node mask shorter than the cluster CIDR", mutate: func(f *Flags) { f.NodeCIDRMaskSize = 8 }, wantErr: "node CIDR mask size 8"},
 		{name: "unknown controller", mutate: func(f *Flags) { f.Controllers = []string{"*", "-nodecontroller"} }, wantErr: `--controllers: "nodecontroller" is not in the list of known controllers`},
 		{name: "no controllers at all", mutate: func(f *Flags) { f.Controllers = []string{"-*"} }, wantErr: `--controllers: "-*" is not allowed`},
 		{name: "zero grace period", mutate: func(f *Flags) { f.NodeMonitorGrace = 0 }, wantErr: "--node-monitor-grace-period must be positive"},
