@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -75,7 +76,30 @@ func (DaemonSetStrategy) PrepareForCreate(ctx context.Context, obj runtime.Objec
 	ds := obj.(*appsv1.DaemonSet)
 	ds.Status = appsv1.DaemonSetStatus{}
 	ds.Generation = 1
+	if templateGeneration(ds) < 1 {
+		setTemplateGeneration(ds, 1)
+	}
 	DefaultDaemonSet(ds)
+}
+
+// templateGenerationAnnotation is apps/v1's form of the internal
+// spec.templateGeneration: 1 on create, one more on every template change.
+// The DaemonSet controller labels its pods with it (pod-template-generation).
+const templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+
+func templateGeneration(ds *appsv1.DaemonSet) int64 {
+	v, err := strconv.ParseInt(ds.Annotations[templateGenerationAnnotation], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func setTemplateGeneration(ds *appsv1.DaemonSet, gen int64) {
+	if ds.Annotations == nil {
+		ds.Annotations = map[string]string{}
+	}
+	ds.Annotations[templateGenerationAnnotation] = strconv.FormatInt(gen, 10)
 }
 
 // PrepareForUpdate keeps the status, applies defaults and bumps generation
@@ -85,6 +109,15 @@ func (DaemonSetStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.
 	ds.Status = o.Status
 	DefaultDaemonSet(ds)
 	ds.Generation = o.Generation
+	// The template generation is the server's: kept from the stored object
+	// and bumped with the template, as upstream does.
+	gen := templateGeneration(o)
+	if !apiequality.Semantic.DeepEqual(ds.Spec.Template, o.Spec.Template) {
+		gen++
+	}
+	if gen > 0 {
+		setTemplateGeneration(ds, gen)
+	}
 	if !apiequality.Semantic.DeepEqual(ds.Spec, o.Spec) {
 		ds.Generation = o.Generation + 1
 	}

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -152,6 +153,33 @@ func (StatefulSetStrategy) ValidateStatusUpdate(ctx context.Context, obj, old ru
 	return ValidateStatefulSetStatus(&obj.(*appsv1.StatefulSet).Status, field.NewPath("status"))
 }
 
+// templateWithClaims is the pod template as the controller will create it:
+// each volumeClaimTemplate becomes a claim volume of the same name (unless
+// the template already has a volume of that name), so that volumeMounts
+// naming a claim template validate, as upstream validates them.
+func templateWithClaims(spec *appsv1.StatefulSetSpec) *corev1.PodTemplateSpec {
+	if len(spec.VolumeClaimTemplates) == 0 {
+		return &spec.Template
+	}
+	t := spec.Template.DeepCopy()
+	have := make(map[string]bool, len(t.Spec.Volumes))
+	for _, v := range t.Spec.Volumes {
+		have[v.Name] = true
+	}
+	for _, c := range spec.VolumeClaimTemplates {
+		if have[c.Name] {
+			continue
+		}
+		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{
+			Name: c.Name,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+				ClaimName: c.Name,
+			}},
+		})
+	}
+	return t
+}
+
 // ValidateStatefulSetSpec checks a (defaulted) stateful set spec.
 func ValidateStatefulSetSpec(spec *appsv1.StatefulSetSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -188,7 +216,7 @@ func ValidateStatefulSetSpec(spec *appsv1.StatefulSetSpec, path *field.Path) fie
 	errs = append(errs, validateNonNegative(int64(spec.MinReadySeconds), path.Child("minReadySeconds"))...)
 	sel, selErrs := validateWorkloadSelector(spec.Selector, "statefulset", path.Child("selector"))
 	errs = append(errs, selErrs...)
-	errs = append(errs, validateWorkloadTemplate(&spec.Template, sel, "StatefulSet", path.Child("template"))...)
+	errs = append(errs, validateWorkloadTemplate(templateWithClaims(spec), sel, "StatefulSet", path.Child("template"))...)
 	for i := range spec.VolumeClaimTemplates {
 		t := &spec.VolumeClaimTemplates[i]
 		tp := path.Child("volumeClaimTemplates").Index(i)

@@ -138,6 +138,15 @@ func TestDaemonSetUpdateAndStatus(t *testing.T) {
 	if changed.Generation != 2 {
 		t.Errorf("changed spec: generation %d, want 2", changed.Generation)
 	}
+	if got := []string{old.Annotations[templateGenerationAnnotation], same.Annotations[templateGenerationAnnotation], changed.Annotations[templateGenerationAnnotation]}; !cmp.Equal(got, []string{"1", "1", "2"}) {
+		t.Errorf("template generation annotation on create, unchanged and changed template = %q, want 1, 1, 2", got)
+	}
+	forged := old.DeepCopy()
+	forged.Annotations[templateGenerationAnnotation] = "40"
+	DaemonSetStrategy{}.PrepareForUpdate(ctx, forged, old)
+	if got := forged.Annotations[templateGenerationAnnotation]; got != "1" {
+		t.Errorf("a client-set template generation was kept: %q, want the server's 1", got)
+	}
 
 	moved := old.DeepCopy()
 	moved.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web", "x": "y"}}
@@ -221,6 +230,19 @@ func TestStatefulSetValidate(t *testing.T) {
 				Spec:       corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
 			}}
 		}, want: []string{"spec.volumeClaimTemplates[0].spec.resources[storage]: Required value"}},
+		{name: "mount of a claim template", mutate: func(s *appsv1.StatefulSet) {
+			s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}}
+			s.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		}},
+		{name: "mount of neither volume nor claim template", mutate: func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		}, want: []string{"spec.template.spec.containers[0].volumeMounts[0].name: Not found"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
