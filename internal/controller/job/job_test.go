@@ -716,3 +716,41 @@ func TestAdoptionAndOrphans(t *testing.T) {
 		}
 	})
 }
+
+func TestPodReplacementPolicy(t *testing.T) {
+	cases := []struct {
+		policy      batchv1.PodReplacementPolicy
+		replaced    bool
+		failed      int32
+		terminating int32
+	}{
+		// A terminating pod counts as failed at once, finished at its
+		// deletion time less its grace period (31 s ago, past the 10 s
+		// backoff), so it is replaced at once.
+		{batchv1.TerminatingOrFailed, true, 1, 1},
+		// It is neither failed nor replaced until it is Failed.
+		{batchv1.Failed, false, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			j := newJob("r", 2, 1, started(time.Minute), func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(tc.policy) })
+			gone := newPod(j, "r-1", corev1.PodRunning, func(p *corev1.Pod) {
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(now.Add(-time.Second)))
+				p.DeletionGracePeriodSeconds = ptr.To(int64(30))
+			})
+			f := newFixture(t, j, gone)
+			got := f.sync("r")
+			if slicesContain(got, "create pods") != tc.replaced {
+				t.Errorf("actions %v, want replaced=%v", got, tc.replaced)
+			}
+			active := int32(0)
+			if tc.replaced {
+				active = 1
+			}
+			st := f.job("r").Status
+			if st.Failed != tc.failed || ptr.Deref(st.Terminating, -1) != tc.terminating || st.Active != active {
+				t.Errorf("failed %d terminating %v active %d; want %d, %d, %d", st.Failed, ptr.Deref(st.Terminating, -1), st.Active, tc.failed, tc.terminating, active)
+			}
+		})
+	}
+}
