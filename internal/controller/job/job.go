@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -370,8 +371,8 @@ func (c *Controller) deletePod(obj any, final bool) {
 // syncOrphan removes the tracking finalizer from pods no unfinished Job
 // owns: key "pod:<ns>/<name>" or "selector:<ns>/<selector>".
 func (c *Controller) syncOrphan(ctx context.Context, k string) error {
-	kind, rest, _ := cut(k, ':')
-	ns, value, _ := cut(rest, '/')
+	kind, rest, _ := strings.Cut(k, ":")
+	ns, value, _ := strings.Cut(rest, "/")
 	switch kind {
 	case "pod":
 		pod, err := c.podLister.Pods(ns).Get(value)
@@ -400,15 +401,6 @@ func (c *Controller) syncOrphan(ctx context.Context, k string) error {
 		return errors.Join(errs...)
 	}
 	return nil
-}
-
-func cut(s string, sep byte) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 func (c *Controller) releaseOrphan(ctx context.Context, pod *corev1.Pod) error {

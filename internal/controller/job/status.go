@@ -36,7 +36,6 @@ func (c *Controller) trackStatus(ctx context.Context, st *syncState, needsFlush 
 			withFinalizer.Insert(p.UID)
 		}
 	}
-	oldStatus := job.Status
 	if countUncounted(&job.Status, withFinalizer) {
 		needsFlush = true
 	}
@@ -135,7 +134,6 @@ func (c *Controller) trackStatus(ctx context.Context, st *syncState, needsFlush 
 			c.finished.Store(updated.UID, struct{}{})
 		}
 	}
-	_ = oldStatus
 	return nil
 }
 
