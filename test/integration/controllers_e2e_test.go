@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -502,24 +503,61 @@ func TestControllersE2ENamespaceDeletion(t *testing.T) {
 		}
 	}
 
+	// Watch the namespace's key in etcd from now on: its deletion is the
+	// moment the namespace controller let go of it.
+	nsKey := "/registry/namespaces/" + name
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	etcdEvents := c.Etcd().Watch(wctx, nsKey, clientv3.WithRev(etcdRevision(t, c)+1))
 	if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete namespace: %v", err)
 	}
-	eventually(t, 90*time.Second, "namespace "+name+" gone", func() (bool, error) {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	// Give late writers (event sinks, controllers acting on stale caches)
-	// a moment, then nothing of the namespace may be in the store.
-	time.Sleep(2 * time.Second)
-	if left := nsSnapshot(t, c, name); len(left) != 0 {
-		keys := make([]string, 0, len(left))
-		for k := range left {
-			keys = append(keys, k)
+	var deletedAt int64
+	for deletedAt == 0 {
+		select {
+		case resp, ok := <-etcdEvents:
+			if !ok || resp.Err() != nil {
+				t.Fatalf("etcd watch of %s ended: %v", nsKey, resp.Err())
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					deletedAt = ev.Kv.ModRevision
+				}
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatalf("namespace %s not deleted from etcd within 90s", name)
 		}
-		sort.Strings(keys)
-		t.Errorf("keys left behind in etcd: %v", keys)
 	}
+	// At the revision that removed the namespace, nothing of it was left;
+	// and nothing was written into it since (the API refuses creates in a
+	// namespace that is terminating or gone).
+	for _, at := range []int64{deletedAt, 0} {
+		if left := nsSnapshotAt(t, c, name, at); len(left) != 0 {
+			keys := make([]string, 0, len(left))
+			for k := range left {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			t.Errorf("keys of the namespace in etcd at revision %d (0: now): %v", at, keys)
+		}
+	}
+}
+
+// nsSnapshotAt is nsSnapshot as of revision rev (0: the latest).
+func nsSnapshotAt(t *testing.T, c *cluster, ns string, rev int64) map[string]int64 {
+	t.Helper()
+	resp, err := c.Etcd().Get(testCtx(t, 5*time.Second), "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatalf("etcd list at %d: %v", rev, err)
+	}
+	out := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		if strings.Contains(k, "/"+ns+"/") || strings.HasSuffix(k, "/"+ns) {
+			out[k] = kv.ModRevision
+		}
+	}
+	return out
 }
 
 // TestControllersE2ERestart: a controller manager stopped in the middle
