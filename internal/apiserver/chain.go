@@ -148,22 +148,18 @@ func (s *Server) buildChain() http.Handler {
 			attrs := authz.Attributes{
 				User: user, Verb: info.Verb, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
 				Resource: info.Resource, Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name,
-				Path: r.URL.Path, ResourceRequest: info.IsResourceRequest,
+				Path: r.URL.Path, ResourceRequest: info.IsResourceRequest, FieldSelector: r.URL.Query().Get("fieldSelector"),
 			}
 			if !info.IsResourceRequest {
 				attrs.Verb = strings.ToLower(r.Method)
 			}
+			// An authorizer may meet errors and still allow (upstream).
 			decision, reason, err := s.authz.Authorize(ctx, attrs)
-			if err != nil || decision != authz.Allow {
-				msg := fmt.Sprintf("User %q cannot %s", user.Name, attrs.Verb)
-				if info.IsResourceRequest {
-					msg = fmt.Sprintf("%s resource %q in API group %q", msg, info.Resource, info.APIGroup)
-					if info.Namespace != "" {
-						msg += fmt.Sprintf(" in the namespace %q", info.Namespace)
-					}
-				} else {
-					msg = fmt.Sprintf("%s path %q", msg, r.URL.Path)
+			if decision != authz.Allow {
+				if err != nil {
+					klog.FromContext(ctx).V(2).Info("Authorization error", "err", err)
 				}
+				msg := authz.ForbiddenMessage(attrs)
 				if reason != "" {
 					msg += ": " + reason
 				}

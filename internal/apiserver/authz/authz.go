@@ -1,14 +1,18 @@
 // Package authz decides whether an authenticated user may perform a request.
 // It is the seam between the handler chain and the authorization modes: the
 // handler builds Attributes from the request, asks the configured
-// Authorizer, and answers 403 unless the decision is Allow. Today the only
-// mode is AlwaysAllowAuthenticated; RBAC and the Node authorizer plug in here.
+// Authorizer, and answers 403 (ForbiddenMessage) unless the decision is
+// Allow. The modes (--authorization-mode) are AlwaysAllow
+// (AlwaysAllowAuthenticated), Node (package node) and RBAC (package rbac),
+// asked in order by Union after the system:masters superuser check.
 package authz
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 )
@@ -29,6 +33,9 @@ type Attributes struct {
 	// Path is the request path, used for non-resource requests.
 	Path            string
 	ResourceRequest bool
+	// FieldSelector is the request's raw fieldSelector (list and watch),
+	// e.g. "spec.nodeName=n1" for a kubelet's pod watch.
+	FieldSelector string
 }
 
 // Decision is an authorizer's answer.
@@ -73,7 +80,8 @@ func (f AuthorizerFunc) Authorize(ctx context.Context, a Attributes) (Decision, 
 
 // AlwaysAllowAuthenticated allows any request whose user is authenticated
 // (non-nil, named, and not the anonymous user) and has no opinion otherwise.
-var AlwaysAllowAuthenticated Authorizer = AuthorizerFunc(alwaysAllowAuthenticated)
+// It resolves rules too: everything, for an authenticated user.
+var AlwaysAllowAuthenticated Authorizer = alwaysAllowResolver{AuthorizerFunc(alwaysAllowAuthenticated)}
 
 func alwaysAllowAuthenticated(_ context.Context, a Attributes) (Decision, string, error) {
 	if a.User == nil || a.User.Name == "" || a.User.Name == authn.Anonymous {
@@ -82,20 +90,115 @@ func alwaysAllowAuthenticated(_ context.Context, a Attributes) (Decision, string
 	return Allow, "", nil
 }
 
-// Union asks each authorizer in order; the first Allow or Deny decides.
-// Errors are collected and returned with NoOpinion if nobody decided.
-func Union(auths ...Authorizer) Authorizer {
-	return AuthorizerFunc(func(ctx context.Context, a Attributes) (Decision, string, error) {
-		var errs []error
-		for _, z := range auths {
-			d, reason, err := z.Authorize(ctx, a)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if d == Allow || d == Deny {
-				return d, reason, nil
-			}
+// RuleResolver lists the rules that apply to a user in a namespace, for
+// SelfSubjectRulesReview and the RBAC escalation check. incomplete says an
+// authorizer could not list everything it would allow.
+type RuleResolver interface {
+	RulesFor(ctx context.Context, user *authn.User, namespace string) (rules []rbacv1.PolicyRule, incomplete bool, err error)
+}
+
+// alwaysAllowRules is the rule set of AlwaysAllowAuthenticated.
+var alwaysAllowRules = []rbacv1.PolicyRule{
+	{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
+}
+
+type alwaysAllowResolver struct{ AuthorizerFunc }
+
+func (alwaysAllowResolver) RulesFor(_ context.Context, user *authn.User, _ string) ([]rbacv1.PolicyRule, bool, error) {
+	if user == nil || user.Name == "" || user.Name == authn.Anonymous {
+		return nil, false, nil
+	}
+	return alwaysAllowRules, false, nil
+}
+
+// Superuser allows every request of a user in group (upstream:
+// system:masters, asked before any mode) and has no opinion otherwise.
+func Superuser(group string) Authorizer {
+	return AuthorizerFunc(func(_ context.Context, a Attributes) (Decision, string, error) {
+		if a.User.InGroup(group) {
+			return Allow, "", nil
 		}
-		return NoOpinion, "", errors.Join(errs...)
+		return NoOpinion, "", nil
 	})
+}
+
+// ForbiddenMessage is upstream's wording of a refusal (without the
+// authorizer's reason), e.g.
+// User "x" cannot list resource "pods" in API group "" in the namespace "y".
+func ForbiddenMessage(a Attributes) string {
+	name := ""
+	if a.User != nil {
+		name = a.User.Name
+	}
+	if !a.ResourceRequest {
+		return fmt.Sprintf("User %q cannot %s path %q", name, a.Verb, a.Path)
+	}
+	resource := a.Resource
+	if a.Subresource != "" {
+		resource += "/" + a.Subresource
+	}
+	if a.Namespace != "" {
+		return fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.Verb, resource, a.APIGroup, a.Namespace)
+	}
+	return fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.Verb, resource, a.APIGroup)
+}
+
+// Union asks each authorizer in order; the first Allow or Deny decides.
+// Errors are collected and returned with NoOpinion if nobody decided, with
+// the reasons of those that gave one joined by newlines (as upstream). The
+// union is a RuleResolver too: it joins the rules of the members that are.
+func Union(auths ...Authorizer) Authorizer {
+	return union(auths)
+}
+
+type union []Authorizer
+
+func (u union) Authorize(ctx context.Context, a Attributes) (Decision, string, error) {
+	var (
+		errs    []error
+		reasons []string
+	)
+	for _, z := range u {
+		d, reason, err := z.Authorize(ctx, a)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if d == Allow || d == Deny {
+			return d, reason, nil
+		}
+		if reason != "" {
+			reasons = append(reasons, reason)
+		}
+	}
+	reason := ""
+	for i, r := range reasons {
+		if i > 0 {
+			reason += "\n"
+		}
+		reason += r
+	}
+	return NoOpinion, reason, errors.Join(errs...)
+}
+
+// RulesFor joins the members' rules.
+func (u union) RulesFor(ctx context.Context, user *authn.User, namespace string) ([]rbacv1.PolicyRule, bool, error) {
+	var (
+		rules      []rbacv1.PolicyRule
+		incomplete bool
+		errs       []error
+	)
+	for _, z := range u {
+		r, ok := z.(RuleResolver)
+		if !ok {
+			continue
+		}
+		got, inc, err := r.RulesFor(ctx, user, namespace)
+		rules = append(rules, got...)
+		incomplete = incomplete || inc
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rules, incomplete, errors.Join(errs...)
 }
