@@ -13,6 +13,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/certificates"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/coordination"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/dra"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/endpointslice"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/events"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/networking"
@@ -42,6 +43,7 @@ func Groups() []Group {
 		networking.Resources,            // networking.k8s.io
 		runtimeclass.Resources,          // node.k8s.io
 		policy.Resources,                // policy
+		dra.Resources,                   // resource.k8s.io (Dynamic Resource Allocation)
 		rbac.Resources,                  // rbac.authorization.k8s.io
 		scheduling.Resources,            // scheduling.k8s.io
 		storagek8s.Resources,            // storage.k8s.io
