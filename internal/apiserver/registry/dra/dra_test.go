@@ -129,7 +129,9 @@ func TestResourceSliceValidate(t *testing.T) {
 		{"no pool", func(s *resourcev1.ResourceSliceSpec) { s.Pool = resourcev1.ResourcePool{} },
 			[]string{"FieldValueRequired spec.pool.name", "FieldValueInvalid spec.pool.resourceSliceCount"}},
 		{"duplicate device", func(s *resourcev1.ResourceSliceSpec) { s.Devices[1].Name = "gpu-0" }, []string{"FieldValueDuplicate spec.devices[1]"}},
-		{"taint without effect", func(s *resourcev1.ResourceSliceSpec) { s.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "example.com/broken"}} },
+		{"taint without effect", func(s *resourcev1.ResourceSliceSpec) {
+			s.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "example.com/broken"}}
+		},
 			[]string{"FieldValueRequired spec.devices[0].taints[0].effect"}},
 	}
 	for _, tc := range tests {
