@@ -1,0 +1,162 @@
+// Package bootstrappolicy is the RBAC policy a cluster starts with:
+// upstream's default roles and bindings (cluster-admin, admin, edit, view,
+// system:basic-user, system:discovery, system:public-info-viewer,
+// system:node, system:node-proxier, system:kube-scheduler,
+// system:kube-controller-manager, system:volume-scheduler, the
+// certificates.k8s.io roles, one system:controller:* role per controller,
+// and the roles of kube-system and kube-public), plus Skiff's few bindings
+// for its own agents (SkiffClusterRoles, SkiffClusterRoleBindings).
+//
+// The upstream objects are data, kept verbatim in policy/*.yaml as
+// k8s.io/kubernetes v1.37.2 renders them (its bootstrappolicy testdata with
+// the default feature gates): clients and conformance depend on their exact
+// rules. Reconcile writes them at start without clobbering user changes.
+package bootstrappolicy
+
+import (
+	"embed"
+	"fmt"
+	"sync"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed policy/*.yaml
+var files embed.FS
+
+// AutoUpdateAnnotation set to "false" on a role or binding keeps Reconcile
+// from changing it.
+const AutoUpdateAnnotation = "rbac.authorization.kubernetes.io/autoupdate"
+
+// Policy is the whole bootstrap policy.
+type Policy struct {
+	ClusterRoles        []rbacv1.ClusterRole
+	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+	Roles               []rbacv1.Role
+	RoleBindings        []rbacv1.RoleBinding
+}
+
+func load[T any](name string) ([]T, error) {
+	b, err := files.ReadFile("policy/" + name)
+	if err != nil {
+		return nil, err
+	}
+	var l struct {
+		metav1.TypeMeta `json:",inline"`
+		metav1.ListMeta `json:"metadata"`
+		Items           []T `json:"items"`
+	}
+	if err := yaml.UnmarshalStrict(b, &l); err != nil {
+		return nil, fmt.Errorf("bootstrap policy %s: %w", name, err)
+	}
+	return l.Items, nil
+}
+
+// Load returns the bootstrap policy.
+func Load() (*Policy, error) {
+	p := &Policy{}
+	for _, f := range []string{"cluster-roles.yaml", "controller-roles.yaml"} {
+		items, err := load[rbacv1.ClusterRole](f)
+		if err != nil {
+			return nil, err
+		}
+		p.ClusterRoles = append(p.ClusterRoles, items...)
+	}
+	for _, f := range []string{"cluster-role-bindings.yaml", "controller-role-bindings.yaml"} {
+		items, err := load[rbacv1.ClusterRoleBinding](f)
+		if err != nil {
+			return nil, err
+		}
+		p.ClusterRoleBindings = append(p.ClusterRoleBindings, items...)
+	}
+	roles, err := load[rbacv1.Role]("namespace-roles.yaml")
+	if err != nil {
+		return nil, err
+	}
+	p.Roles = roles
+	bindings, err := load[rbacv1.RoleBinding]("namespace-role-bindings.yaml")
+	if err != nil {
+		return nil, err
+	}
+	p.RoleBindings = bindings
+	p.ClusterRoles = append(p.ClusterRoles, SkiffClusterRoles()...)
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, SkiffClusterRoleBindings()...)
+	return p, nil
+}
+
+// ClusterRole returns the named cluster role of the policy.
+func (p *Policy) ClusterRole(name string) (rbacv1.ClusterRole, bool) {
+	for _, r := range p.ClusterRoles {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return rbacv1.ClusterRole{}, false
+}
+
+// NodeRules are the rules of system:node: what the Node authorizer allows
+// a node on the resources it does not subdivide by graph.
+func NodeRules() []rbacv1.PolicyRule {
+	r, err := nodeRole()
+	if err != nil {
+		panic(err) // the embedded policy is tested to load
+	}
+	return r.Rules
+}
+
+var nodeRole = sync.OnceValues(func() (rbacv1.ClusterRole, error) {
+	roles, err := load[rbacv1.ClusterRole]("cluster-roles.yaml")
+	for _, r := range roles {
+		if r.Name == "system:node" {
+			return r, nil
+		}
+	}
+	return rbacv1.ClusterRole{}, fmt.Errorf("system:node: not in the policy (%v)", err)
+})
+
+func defaults(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:        name,
+		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
+		Annotations: map[string]string{AutoUpdateAnnotation: "true"},
+	}
+}
+
+// Skiff's additions. A joined node agent runs its service proxy and
+// network policy under the node's identity (system:node:<name>, group
+// system:nodes) rather than as system:kube-proxy, and a joining node asks
+// for its certificate with a bootstrap token (group system:bootstrappers),
+// as kubeadm's kubeadm:kubelet-bootstrap binding allows.
+const (
+	// NodeNetworkRole lets the agents' network policy read what it
+	// enforces: pods, namespaces and NetworkPolicies.
+	NodeNetworkRole = "skiff:node-network"
+)
+
+// SkiffClusterRoles are the roles Skiff adds to upstream's.
+func SkiffClusterRoles() []rbacv1.ClusterRole {
+	return []rbacv1.ClusterRole{{
+		ObjectMeta: defaults(NodeNetworkRole),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
+		},
+	}}
+}
+
+// SkiffClusterRoleBindings are the bindings Skiff adds to upstream's.
+func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
+	group := func(name string) []rbacv1.Subject {
+		return []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name}}
+	}
+	ref := func(name string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
+	}
+	return []rbacv1.ClusterRoleBinding{
+		{ObjectMeta: defaults("skiff:node-bootstrapper"), RoleRef: ref("system:node-bootstrapper"), Subjects: group("system:bootstrappers")},
+		{ObjectMeta: defaults("skiff:node-proxier"), RoleRef: ref("system:node-proxier"), Subjects: group("system:nodes")},
+		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
+	}
+}
