@@ -30,9 +30,12 @@ type agentCluster struct {
 	dataDir    string
 	kubeconfig string
 	ports      serverPorts
-	client     kubernetes.Interface
-	image      string
-	node       string
+	// kubeletPort is the agent's kubelet API port (a free one, so that
+	// clusters of parallel test runs do not meet on 10250).
+	kubeletPort int
+	client      kubernetes.Interface
+	image       string
+	node        string
 
 	mu   sync.Mutex
 	proc *serverProc
@@ -144,7 +147,7 @@ func startAgentCluster(t *testing.T) (*agentCluster, error) {
 	if err := os.WriteFile(filepath.Join(imagesDir, "busybox.tar"), b, 0o644); err != nil {
 		return nil, err
 	}
-	c := &agentCluster{dataDir: dir, kubeconfig: filepath.Join(dir, "admin.kubeconfig"), ports: newPorts(t), image: ref}
+	c := &agentCluster{dataDir: dir, kubeconfig: filepath.Join(dir, "admin.kubeconfig"), ports: newPorts(t), image: ref, kubeletPort: freePortNoT()}
 	if err := c.start(); err != nil {
 		return nil, err
 	}
@@ -166,7 +169,8 @@ func (c *agentCluster) startWith(withAgent bool) error {
 		cmd := exec.Command(binary(), append(args,
 			"--https-listen-port", fmt.Sprint(c.ports.api),
 			"--etcd-client-port", fmt.Sprint(c.ports.etcdClient),
-			"--etcd-peer-port", fmt.Sprint(c.ports.etcdPeer))...)
+			"--etcd-peer-port", fmt.Sprint(c.ports.etcdPeer),
+			"--kubelet-port", fmt.Sprint(c.kubeletPort))...)
 		p := &serverProc{cmd: cmd, output: &syncBuffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.output, p.output
 		if err := cmd.Start(); err != nil {
@@ -185,6 +189,7 @@ func (c *agentCluster) startWith(withAgent bool) error {
 			case <-p.done:
 				if strings.Contains(p.output.String(), "address already in use") && attempt < 2 {
 					c.ports = serverPorts{api: freePortNoT(), etcdClient: freePortNoT(), etcdPeer: freePortNoT()}
+					c.kubeletPort = freePortNoT()
 					goto retry
 				}
 				return fmt.Errorf("skiff server exited: %v\n%s", p.err, p.output.String())
