@@ -311,7 +311,9 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, st *podstate.Pod
 			ps.reasons = map[string]podstatus.Reason{}
 			return time.Second
 		}
+		t0 := k.clock.Now()
 		id, err := k.createSandbox(ctx, pod, a.Attempt)
+		logger.V(2).Info("RunPodSandbox", "took", k.clock.Since(t0), "err", err)
 		if err != nil {
 			k.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			logger.Info("Unable to create the pod sandbox", "err", err)
@@ -340,7 +342,9 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, st *podstate.Pod
 	}
 
 	start := func(c *corev1.Container) bool {
+		t0 := k.clock.Now()
 		d, err := k.startContainer(ctx, pod, st, c, sandboxID, sandboxConfig, volumePaths, podIPs)
+		logger.V(2).Info("Started container", "container", c.Name, "took", k.clock.Since(t0), "err", err)
 		if err != nil {
 			var se *startError
 			if errors.As(err, &se) {

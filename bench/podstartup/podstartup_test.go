@@ -1,0 +1,406 @@
+package podstartup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/skiff-sh/skiff/internal/testing/images"
+)
+
+// env is one server with its agent, shared by the benchmarks of a run.
+type env struct {
+	dir    string
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	client kubernetes.Interface
+	image  string
+}
+
+var (
+	// batches numbers the namespaces (sub-benchmarks run more than once).
+	batches int
+	once    sync.Once
+	shared  *env
+	setErr  error
+)
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}
+
+func start(b *testing.B) *env {
+	once.Do(func() { shared, setErr = newEnv(b) })
+	if setErr != nil {
+		b.Fatal(setErr)
+	}
+	return shared
+}
+
+func newEnv(b *testing.B) (*env, error) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	dir, err := os.MkdirTemp("", "skiff-bench-podstartup")
+	if err != nil {
+		return nil, err
+	}
+	bin := os.Getenv("SKIFF_BINARY")
+	if bin == "" {
+		bin = filepath.Join(dir, "skiff")
+		build := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
+		build.Dir = repoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build: %v\n%s", err, out)
+		}
+	}
+	tar, ref := images.Busybox(b)
+	data, err := os.ReadFile(tar)
+	if err != nil {
+		return nil, err
+	}
+	imgDir := filepath.Join(dir, "data", "agent", "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(imgDir, "busybox.tar"), data, 0o644); err != nil {
+		return nil, err
+	}
+	e := &env{dir: dir, out: &bytes.Buffer{}, image: ref}
+	e.cmd = exec.Command(bin, "server", "--data-dir", filepath.Join(dir, "data"),
+		"--https-listen-port", strconv.Itoa(freePort()),
+		"--etcd-client-port", strconv.Itoa(freePort()), "--etcd-peer-port", strconv.Itoa(freePort()))
+	e.cmd.Stdout, e.cmd.Stderr = &lockedWriter{w: e.out}, &lockedWriter{w: e.out}
+	if err := e.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(e.output(), "Node agent ready") {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("not ready:\n%s", e.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "data", "admin.kubeconfig"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	if e.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	for {
+		nodes, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err == nil && len(nodes.Items) == 1 && len(nodes.Items[0].Spec.Taints) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("node not ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return e, nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+var outMu sync.Mutex
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	return l.w.Write(p)
+}
+
+func (e *env) output() string {
+	outMu.Lock()
+	defer outMu.Unlock()
+	return e.out.String()
+}
+
+// TestMain stops the shared server after the benchmarks.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+// runtime is a CRI client of the server's containerd.
+func (e *env) runtime(ctx context.Context) (internalapi.RuntimeService, error) {
+	return criclient.NewRemoteRuntimeService(ctx, "unix://"+filepath.Join(e.dir, "data", "agent", "containerd", "containerd.sock"), 10*time.Second, nil, false)
+}
+
+// waitNoSandboxes waits until the kubelet has removed every sandbox.
+func (e *env) waitNoSandboxes(ctx context.Context) {
+	rs, err := e.runtime(ctx)
+	if err != nil {
+		return
+	}
+	defer rs.Close(ctx)
+	for ctx.Err() == nil {
+		sbs, err := rs.ListPodSandbox(ctx, nil)
+		if err != nil || len(sbs) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop deletes every pod, waits until the runtime has no sandbox left (no
+// container, network namespace or pod IP outlives the benchmark), stops
+// the server and removes its directory.
+func (e *env) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	zero := int64(0)
+	if pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			_ = e.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+	}
+	e.waitNoSandboxes(ctx)
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = e.cmd.Process.Kill()
+	}
+	if pid := e.containerdPID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		var points []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], e.dir+"/") {
+				points = append(points, f[4])
+			}
+		}
+		for i := len(points) - 1; i >= 0; i-- {
+			_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
+		}
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// memory returns a process's peak and current resident set.
+func memory(pid int) (hwm, rss int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmHWM:":
+			hwm = kb << 10
+		case "VmRSS:":
+			rss = kb << 10
+		}
+	}
+	return hwm, rss
+}
+
+func (e *env) containerdPID() int {
+	b, err := os.ReadFile(filepath.Join(e.dir, "data", "agent", "containerd", "containerd.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func ready(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(sorted) {
+		i = len(sorted) - 1
+	}
+	return sorted[i]
+}
+
+// BenchmarkIdleMemory reports the RSS of the idle server process (API
+// server, etcd, controllers, scheduler and the node agent) and its
+// containerd, after 20 s without pods.
+func BenchmarkIdleMemory(b *testing.B) {
+	e := start(b)
+	for i := 0; i < b.N; i++ {
+		time.Sleep(20 * time.Second)
+	}
+	_, rss := memory(e.cmd.Process.Pid)
+	var crss int64
+	if pid := e.containerdPID(); pid > 0 {
+		_, crss = memory(pid)
+	}
+	b.ReportMetric(float64(rss)/(1<<20), "server_rss_MiB")
+	b.ReportMetric(float64(crss)/(1<<20), "containerd_rss_MiB")
+	b.ReportMetric(float64(rss+crss)/(1<<20), "total_rss_MiB")
+}
+
+// BenchmarkPodStartup creates n pods at once (image present, no probes)
+// and records, per pod, the time from its create request to the watch
+// event showing it Running and Ready. One op is one batch of n pods;
+// p50/p99 are over every pod of every op.
+func BenchmarkPodStartup(b *testing.B) {
+	for _, n := range []int{1, 10, 30} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			e := start(b)
+			b.StopTimer()
+			var all []time.Duration
+			for i := 0; i < b.N; i++ {
+				all = append(all, e.batch(b, n, i)...)
+			}
+			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+			b.ReportMetric(float64(percentile(all, 0.5).Microseconds())/1000, "p50_ms")
+			b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99_ms")
+			hwm, _ := memory(e.cmd.Process.Pid)
+			b.ReportMetric(float64(hwm)/(1<<20), "server_peak_rss_MiB")
+			if pid := e.containerdPID(); pid > 0 {
+				chwm, _ := memory(pid)
+				b.ReportMetric(float64(chwm)/(1<<20), "containerd_peak_rss_MiB")
+			}
+		})
+	}
+}
+
+func (e *env) batch(b *testing.B, n, iter int) []time.Duration {
+	ctx := context.Background()
+	batches++
+	ns := fmt.Sprintf("bench-%d-%d", n, batches)
+	if _, err := e.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		if _, err := e.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w, err := e.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	created := make([]time.Time, n)
+	var mu sync.Mutex
+	b.StartTimer()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one := int64(0)
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: ns},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+					Name: "c", Image: e.image, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}}}
+			mu.Lock()
+			created[i] = time.Now()
+			mu.Unlock()
+			if _, err := e.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	seen := map[string]time.Duration{}
+	timeout := time.After(2 * time.Minute)
+	for len(seen) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatal("watch closed")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || ev.Type == watch.Deleted || !ready(p) {
+				continue
+			}
+			if _, done := seen[p.Name]; done {
+				continue
+			}
+			i, _ := strconv.Atoi(strings.TrimPrefix(p.Name, "p"))
+			mu.Lock()
+			seen[p.Name] = time.Since(created[i])
+			mu.Unlock()
+		case <-timeout:
+			b.Fatalf("%d of %d pods Running and Ready after 2 min", len(seen), n)
+		}
+	}
+	b.StopTimer()
+	wg.Wait()
+	// Clean up outside the timer: delete the namespace's pods and wait
+	// until they are gone.
+	zero := int64(0)
+	_ = e.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	for {
+		pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(pods.Items) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The next batch starts once the runtime has torn these pods down.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	e.waitNoSandboxes(wctx)
+	cancel()
+	_ = e.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	out := make([]time.Duration, 0, n)
+	for _, d := range seen {
+		out = append(out, d)
+	}
+	return out
+}
