@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -23,6 +24,9 @@ const LocalPodCIDR = "10.42.0.0/24"
 // API server with the admin identity (there is no node identity for the
 // server's own agent yet).
 func launchAgent(ctx context.Context, cfg Config, restConfig *rest.Config) (*lifecycle.Handle, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the node agent needs root (containerd, runc, CNI): run skiff server as root, or pass --disable-agent for a control plane without a node")
+	}
 	ac := cfg.Agent
 	ac.DataDir = cfg.DataDir
 	ac.RESTConfig = restConfig
