@@ -289,6 +289,37 @@ func TestStreaming(t *testing.T) {
 		}
 	})
 
+	t.Run("log rotation", func(t *testing.T) {
+		// More than --container-log-max-size (10Mi) at once: within a
+		// rotation period (10 s) the log is rotated and containerd reopens
+		// it (CRI ReopenContainerLog), so kubectl logs shows only what
+		// came after, and the container keeps writing to the new file.
+		kubectlStdin(t, kc, strings.ReplaceAll(`
+apiVersion: v1
+kind: Pod
+metadata:
+  name: chatty
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: IMAGE
+    command: ["sh", "-c", "yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 | head -n 110000; while true; do echo tick; sleep 0.5; done"]
+`, "IMAGE", c.image), "apply", "-f", "-")
+		kubectl(t, kc, "wait", "--for=condition=Ready", "pod/chatty", "--timeout=60s")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			out, _, err := kubectlResult(kc, "", "logs", "chatty")
+			if err == nil && len(out) < 1<<20 && strings.HasSuffix(out, "tick\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log not rotated within 60s: %d bytes", len(out))
+			}
+			time.Sleep(time.Second)
+		}
+	})
+
 	t.Run("cp", func(t *testing.T) {
 		dir := t.TempDir()
 		src := filepath.Join(dir, "in.txt")
