@@ -421,6 +421,16 @@ func (k *Kubelet) Secret(ctx context.Context, namespace, name string) (*corev1.S
 	return k.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
+// PersistentVolumeClaim reads a claim (volume.Getter).
+func (k *Kubelet) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return k.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// PersistentVolume reads a volume (volume.Getter).
+func (k *Kubelet) PersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return k.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
 func (k *Kubelet) allocatable() corev1.ResourceList {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -20,10 +20,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Getter reads the sources of configMap and secret volumes.
+// Getter reads the sources of configMap, secret and
+// persistentVolumeClaim volumes.
 type Getter interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	PersistentVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error)
 }
 
 // Manager sets up and tears down pod volumes.
@@ -156,9 +159,44 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 		_, err := WriteAtomic(dir, payload)
 		return dir, err
 	case v.PersistentVolumeClaim != nil:
-		return "", fmt.Errorf("persistentVolumeClaim volumes are not supported by this node yet")
+		return m.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 	}
 	return "", fmt.Errorf("unsupported volume type")
+}
+
+// claimPath resolves a claim bound (spec.volumeName) to a hostPath or
+// local PersistentVolume to the volume's directory on this node.
+func (m *Manager) claimPath(ctx context.Context, ns, claim string) (string, error) {
+	pvc, err := m.getter.PersistentVolumeClaim(ctx, ns, claim)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("persistentvolumeclaim %q not found", claim)
+		}
+		return "", err
+	}
+	if pvc.Spec.VolumeName == "" {
+		return "", fmt.Errorf("PersistentVolumeClaim %q is not bound", claim)
+	}
+	pv, err := m.getter.PersistentVolume(ctx, pvc.Spec.VolumeName)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("persistentvolume %q not found", pvc.Spec.VolumeName)
+		}
+		return "", err
+	}
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" && ref.UID != pvc.UID {
+		return "", fmt.Errorf("persistentvolume %q is bound to another claim", pv.Name)
+	}
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path, checkHostPath(pv.Spec.HostPath)
+	case pv.Spec.Local != nil:
+		if _, err := os.Stat(pv.Spec.Local.Path); err != nil {
+			return "", fmt.Errorf("local volume %q: %w", pv.Name, err)
+		}
+		return pv.Spec.Local.Path, nil
+	}
+	return "", fmt.Errorf("persistentvolume %q: only hostPath and local volumes are supported on this node", pv.Name)
 }
 
 func mode(def *int32, item *int32) os.FileMode {

@@ -16,6 +16,22 @@ import (
 type fakeGetter struct {
 	cms     map[string]*corev1.ConfigMap
 	secrets map[string]*corev1.Secret
+	pvcs    map[string]*corev1.PersistentVolumeClaim
+	pvs     map[string]*corev1.PersistentVolume
+}
+
+func (f *fakeGetter) PersistentVolumeClaim(_ context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if c, ok := f.pvcs[name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumeclaims"}, name)
+}
+
+func (f *fakeGetter) PersistentVolume(_ context.Context, name string) (*corev1.PersistentVolume, error) {
+	if v, ok := f.pvs[name]; ok {
+		return v, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumes"}, name)
 }
 
 func (f *fakeGetter) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
@@ -128,5 +144,34 @@ func TestDownwardAPI(t *testing.T) {
 	want := map[string]string{"name": "p", "labels": "a=\"x\\\"y\"\nb=\"2\""}
 	if diff := cmp.Diff(want, read(t, paths["d"])); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestPersistentVolumeClaims(t *testing.T) {
+	dir := t.TempDir()
+	g := &fakeGetter{
+		pvcs: map[string]*corev1.PersistentVolumeClaim{
+			"data":    {ObjectMeta: metav1.ObjectMeta{UID: "c1"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"}},
+			"pending": {},
+		},
+		pvs: map[string]*corev1.PersistentVolume{"pv1": {ObjectMeta: metav1.ObjectMeta{Name: "pv1"}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}}}}},
+	}
+	m := NewManager(t.TempDir(), g)
+	claim := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}
+	}
+	paths, err := m.Setup(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u4"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{claim("data")}}})
+	if err != nil || paths["data"] != dir {
+		t.Fatalf("paths %v, err %v: want the local PV's path", paths, err)
+	}
+	for name, want := range map[string]string{
+		"pending": `MountVolume.SetUp failed for volume "pending" : PersistentVolumeClaim "pending" is not bound`,
+		"nope":    `MountVolume.SetUp failed for volume "nope" : persistentvolumeclaim "nope" not found`,
+	} {
+		_, err := m.Setup(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u5"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{claim(name)}}})
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: error %v, want %q", name, err, want)
+		}
 	}
 }
