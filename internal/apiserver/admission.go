@@ -19,6 +19,7 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 	chain, err := admission.NewChain(
 		admission.NewNamespaceLifecycle(r, c),
 		admission.NewServiceAccount(),
+		admission.NewNodeRestriction(),
 		admission.NewPriority(r),
 	)
 	if err != nil {

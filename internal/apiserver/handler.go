@@ -255,6 +255,9 @@ func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWrite
 		if _, err = h.codecs.decodeBody(r, body, in, h.gvk); err != nil {
 			break
 		}
+		if m, aerr := meta.Accessor(in); aerr == nil && info.Namespace != "" && m.GetNamespace() == "" {
+			m.SetNamespace(info.Namespace) // e.g. a LocalSubjectAccessReview's
+		}
 		obj, err = vc.CreateVirtual(ctx, in)
 		code = http.StatusCreated
 	case "get", "list":

@@ -63,6 +63,10 @@ type Config struct {
 	// Authorizer decides each authenticated request (default: allow every
 	// authenticated user).
 	Authorizer authz.Authorizer
+	// AuthorizationModes, when Authorizer is nil, are the modes asked in
+	// order (authorization.go: AlwaysAllow, Node, RBAC; default
+	// AlwaysAllow), after the system:masters superuser check.
+	AuthorizationModes []string
 	// Registerer receives the server's metrics (default: a new registry).
 	Registry *prometheus.Registry
 	// WatchBookmarkInterval is how often watchers that allow bookmarks get
@@ -153,9 +157,8 @@ func New(cfg Config) (*Server, error) {
 		auths = append(auths, cfg.Authenticator)
 	}
 	s.authn = authn.Union(auths...)
-	s.authz = cfg.Authorizer
-	if s.authz == nil {
-		s.authz = authz.AlwaysAllowAuthenticated
+	if s.authz, err = newAuthorizer(cfg, reader{srv: s}); err != nil {
+		return nil, err
 	}
 	if s.admission, err = newAdmission(reader{srv: s}, cfg.Clock); err != nil {
 		return nil, err

@@ -6,7 +6,8 @@
 // the generic REST handler calls both phases once the strategy has
 // prepared and validated the object, and before it is written.
 //
-// Plugins built in: NamespaceLifecycle, ServiceAccount, Priority. Adding
+// Plugins built in: NamespaceLifecycle, ServiceAccount, NodeRestriction,
+// Priority. Adding
 // one (a webhook, LimitRanger, ResourceQuota ...) is: implement Mutator
 // and/or Validator, add its name to Order if upstream orders it, and pass
 // it to NewChain in internal/apiserver's wiring.

@@ -157,11 +157,11 @@ func TestResourcesAreCreateOnlyAndVirtual(t *testing.T) {
 		if diff := cmp.Diff([]string{"create"}, vl.Verbs()); diff != "" {
 			t.Errorf("%s verbs (-want +got):\n%s", r.Resource, diff)
 		}
-		if !registry.IsVirtual(r) || r.StoragePrefix != "" || r.Namespaced {
+		if !registry.IsVirtual(r) || r.StoragePrefix != "" || r.Namespaced != (r.Resource == "localsubjectaccessreviews") {
 			t.Errorf("%s: virtual=%v prefix=%q namespaced=%v", r.Resource, registry.IsVirtual(r), r.StoragePrefix, r.Namespaced)
 		}
 	}
-	if diff := cmp.Diff([]string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"localsubjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews"}, names); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
 	if registry.IsVirtual(registry.Resource{Strategy: registry.DefaultStrategy{}}) {
