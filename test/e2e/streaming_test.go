@@ -10,11 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 )
 
 func tail(s string, n int) string {
@@ -223,6 +227,31 @@ func TestStreaming(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("kubectl exec -it: %v", err)
 		}
+	})
+
+	t.Run("exec latency", func(t *testing.T) {
+		// Not a pass/fail check: how long one exec takes through the API
+		// server, the kubelet API (websocket v5 translated to SPDY) and
+		// containerd, as client-go sees it. Logged for bench notes.
+		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := fmt.Sprintf("%s/api/v1/namespaces/%s/pods/web/exec?container=app&command=true&stdout=true", cfg.Host, ns)
+		var ds []time.Duration
+		for i := 0; i < 20; i++ {
+			ex, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: io.Discard}); err != nil {
+				t.Fatalf("exec true: %v", err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		t.Logf("exec of `true` through the API server and kubelet: p50 %v, p90 %v, max %v (20 runs)", ds[9], ds[17], ds[19])
 	})
 
 	t.Run("attach", func(t *testing.T) {
