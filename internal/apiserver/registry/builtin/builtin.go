@@ -11,17 +11,21 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/autoscaling"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/batch"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/certificates"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/clustertrustbundle"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/coordination"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/dra"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/endpointslice"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/events"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/networking"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/podcertificaterequest"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/policy"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/rbac"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/runtimeclass"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/scheduling"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/servicecidr"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/storagek8s"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/storagemigration"
 )
 
 // Group is one API group's list of resources.
@@ -37,16 +41,20 @@ func Groups() []Group {
 		autoscaling.Resources,           // autoscaling (v2, and v1 stored as v2)
 		batch.Resources,                 // batch
 		certificates.Resources,          // certificates.k8s.io
+		clustertrustbundle.Resources,    // certificates.k8s.io
+		podcertificaterequest.Resources, // certificates.k8s.io
 		coordination.Resources,          // coordination.k8s.io
 		endpointslice.Resources,         // discovery.k8s.io
 		events.Resources,                // events.k8s.io (stored as core/v1 Events)
 		networking.Resources,            // networking.k8s.io
+		servicecidr.Resources,           // networking.k8s.io (ServiceCIDR, IPAddress)
 		runtimeclass.Resources,          // node.k8s.io
 		policy.Resources,                // policy
 		dra.Resources,                   // resource.k8s.io (Dynamic Resource Allocation)
 		rbac.Resources,                  // rbac.authorization.k8s.io
 		scheduling.Resources,            // scheduling.k8s.io
 		storagek8s.Resources,            // storage.k8s.io
+		storagemigration.Resources,      // storagemigration.k8s.io
 	}
 }
 
