@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"github.com/skiff-sh/skiff/internal/controller/clusterroleaggregation"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
 	"github.com/skiff-sh/skiff/internal/controller/csrapproving"
@@ -28,26 +29,27 @@ import (
 // new controller is added: one line each.
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
-		"cronjob":                cronjob.New,
-		"csrapproving":           csrapproving.New,
-		"csrsigning":             csrsigning.New,
-		"daemonset":              daemonset.New,
-		"deployment":             deployment.New,
-		"disruption":             disruption.New,
-		"endpoints":              endpoints.New,
-		"endpointslice":          endpointslice.New,
-		"garbagecollector":       garbagecollector.New,
-		"job":                    job.New,
-		"namespace":              namespace.New,
-		"node-ipam-controller":   nodeipam.New,
-		"nodelifecycle":          nodelifecycle.New,
-		"podgc":                  podgc.New,
-		"replicaset":             replicaset.New,
-		"replicationcontroller":  replicaset.NewForReplicationControllers,
-		"root-ca-cert-publisher": rootcacert.New,
-		"serviceaccount":         serviceaccount.New,
-		"statefulset":            statefulset.New,
-		"ttl-after-finished":     ttlafterfinished.New,
+		"clusterrole-aggregation": clusterroleaggregation.New,
+		"cronjob":                 cronjob.New,
+		"csrapproving":            csrapproving.New,
+		"csrsigning":              csrsigning.New,
+		"daemonset":               daemonset.New,
+		"deployment":              deployment.New,
+		"disruption":              disruption.New,
+		"endpoints":               endpoints.New,
+		"endpointslice":           endpointslice.New,
+		"garbagecollector":        garbagecollector.New,
+		"job":                     job.New,
+		"namespace":               namespace.New,
+		"node-ipam-controller":    nodeipam.New,
+		"nodelifecycle":           nodelifecycle.New,
+		"podgc":                   podgc.New,
+		"replicaset":              replicaset.New,
+		"replicationcontroller":   replicaset.NewForReplicationControllers,
+		"root-ca-cert-publisher":  rootcacert.New,
+		"serviceaccount":          serviceaccount.New,
+		"statefulset":             statefulset.New,
+		"ttl-after-finished":      ttlafterfinished.New,
 	}
 }
 
