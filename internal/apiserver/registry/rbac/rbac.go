@@ -14,45 +14,49 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
-// Resources lists the four RBAC resources.
-func Resources(registry.Deps) []registry.Resource {
+// Resources lists the four RBAC resources. Writes are checked for
+// escalation (escalation.go) against deps.Authorizer.
+func Resources(deps registry.Deps) []registry.Resource {
 	gv := rbacv1.SchemeGroupVersion
+	ns := nameStrategy{esc: NewEscalation(deps.Authorizer, deps.Reader)}
 	return []registry.Resource{
 		{
 			GroupVersion: gv, Resource: "roles", Kind: "Role", ListKind: "RoleList", SingularName: "role",
 			Namespaced: true, StoragePrefix: "roles",
 			New:      func() runtime.Object { return &rbacv1.Role{} },
 			NewList:  func() runtime.Object { return &rbacv1.RoleList{} },
-			Strategy: RoleStrategy{},
+			Strategy: RoleStrategy{ns},
 		},
 		{
 			GroupVersion: gv, Resource: "clusterroles", Kind: "ClusterRole", ListKind: "ClusterRoleList", SingularName: "clusterrole",
 			StoragePrefix: "clusterroles",
 			New:           func() runtime.Object { return &rbacv1.ClusterRole{} },
 			NewList:       func() runtime.Object { return &rbacv1.ClusterRoleList{} },
-			Strategy:      ClusterRoleStrategy{},
+			Strategy:      ClusterRoleStrategy{ns},
 		},
 		{
 			GroupVersion: gv, Resource: "rolebindings", Kind: "RoleBinding", ListKind: "RoleBindingList", SingularName: "rolebinding",
 			Namespaced: true, StoragePrefix: "rolebindings",
 			New:      func() runtime.Object { return &rbacv1.RoleBinding{} },
 			NewList:  func() runtime.Object { return &rbacv1.RoleBindingList{} },
-			Strategy: RoleBindingStrategy{},
+			Strategy: RoleBindingStrategy{ns},
 		},
 		{
 			GroupVersion: gv, Resource: "clusterrolebindings", Kind: "ClusterRoleBinding", ListKind: "ClusterRoleBindingList",
 			SingularName: "clusterrolebinding", StoragePrefix: "clusterrolebindings",
 			New:      func() runtime.Object { return &rbacv1.ClusterRoleBinding{} },
 			NewList:  func() runtime.Object { return &rbacv1.ClusterRoleBindingList{} },
-			Strategy: ClusterRoleBindingStrategy{},
+			Strategy: ClusterRoleBindingStrategy{ns},
 		},
 	}
 }
 
 // nameStrategy is shared by the four RBAC strategies: names are path
-// segments, and roles show NAME and CREATED AT (upstream's default table).
+// segments, roles show NAME and CREATED AT (upstream's default table), and
+// writes are checked for escalation (nil: not checked).
 type nameStrategy struct {
 	registry.DefaultStrategy
+	esc *Escalation
 }
 
 // ValidateName accepts any name that can be a URL path segment: not "."
