@@ -20,9 +20,6 @@ package csrapproving
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/controller/certrequest"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
@@ -132,7 +130,7 @@ func Decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // Approvable decides whether csr is one this controller approves, and the
 // approval's message. It is pure: everything comes from csr.
 func Approvable(csr *certificatesv1.CertificateSigningRequest) (bool, string) {
-	req, err := ParseRequest(csr.Spec.Request)
+	req, err := certrequest.Parse(csr.Spec.Request)
 	if err != nil {
 		return false, ""
 	}
@@ -177,21 +175,4 @@ func usagesOK(usages []certificatesv1.KeyUsage, want certificatesv1.KeyUsage) bo
 		}
 	}
 	return true
-}
-
-// ParseRequest decodes the PEM "CERTIFICATE REQUEST" of a CSR and checks
-// its signature.
-func ParseRequest(pemBytes []byte) (*x509.CertificateRequest, error) {
-	block, _ := pem.Decode(pemBytes)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return nil, errors.New("no PEM CERTIFICATE REQUEST block")
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.CheckSignature(); err != nil {
-		return nil, err
-	}
-	return req, nil
 }

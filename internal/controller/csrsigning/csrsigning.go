@@ -34,8 +34,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/skiff-sh/skiff/internal/controller/certrequest"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
-	"github.com/skiff-sh/skiff/internal/controller/csrapproving"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
@@ -184,7 +184,7 @@ func signs(signer string) bool {
 // Sign checks csr against its signer's rules and returns the PEM
 // certificate.
 func (c *Controller) Sign(csr *certificatesv1.CertificateSigningRequest) ([]byte, error) {
-	req, err := csrapproving.ParseRequest(csr.Spec.Request)
+	req, err := certrequest.Parse(csr.Spec.Request)
 	if err != nil {
 		return nil, fmt.Errorf("unable to parse csr %q: %v", csr.Name, err)
 	}
