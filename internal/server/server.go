@@ -79,6 +79,9 @@ type Config struct {
 	// Services configures cluster DNS and the load-balancer allocator
 	// (internal/server/services.go).
 	Services ServicesConfig
+	// AuthorizationModes are the API server's (--authorization-mode; empty:
+	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
+	AuthorizationModes []string
 }
 
 // Paths inside the data directory.
@@ -150,14 +153,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// certificate so an agent can check it by its token (internal/server/join).
 	joiner := join.New(bundle.CA.Raw)
 	api, err := apiserver.New(apiserver.Config{
-		Registry:         registry,
-		Etcd:             store.Client(),
-		ClientCA:         bundle.CAPool,
-		ServingCert:      joiner.ServingCert(bundle.Serving),
-		Authenticator:    joiner.Authenticator(),
-		BindAddress:      cfg.BindAddress,
-		Port:             cfg.Port,
-		KubeletClientTLS: kubeletTLS,
+		Registry:           registry,
+		Etcd:               store.Client(),
+		ClientCA:           bundle.CAPool,
+		ServingCert:        joiner.ServingCert(bundle.Serving),
+		Authenticator:      joiner.Authenticator(),
+		BindAddress:        cfg.BindAddress,
+		Port:               cfg.Port,
+		KubeletClientTLS:   kubeletTLS,
+		AuthorizationModes: cfg.AuthorizationModes,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
@@ -190,6 +194,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	err = bootstrap.Run(bootCtx, client, bootstrap.Options{Port: port, EndpointIP: bootstrap.AdvertiseAddress(cfg.BindAddress)})
 	cancel()
 	if err != nil {
+		return err
+	}
+	if err := reconcilePolicy(ctx, client, cfg.ReadyTimeout); err != nil {
 		return err
 	}
 	if _, err := joiner.Ensure(ctx, client, filepath.Join(cfg.DataDir, join.TokenFile)); err != nil {

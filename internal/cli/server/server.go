@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/etcd"
@@ -59,6 +60,10 @@ type Flags struct {
 	// SchedulerConfig is a KubeSchedulerConfiguration file for the
 	// in-process scheduler (empty: the default profile).
 	SchedulerConfig string
+
+	// AuthorizationMode is the API server's comma-separated authorization
+	// modes (Node, RBAC, AlwaysAllow), asked in order.
+	AuthorizationMode string
 }
 
 // DefaultFlags are the flags' defaults: a fresh machine needs none.
@@ -78,6 +83,7 @@ func DefaultFlags() Flags {
 		NodeMonitorPeriod:    c.NodeMonitorPeriod,
 		NodeStartupGrace:     c.NodeStartupGracePeriod,
 		NodeEvictionRate:     c.NodeEvictionRate,
+		AuthorizationMode:    strings.Join(apiserver.DefaultAuthorizationModes, ","),
 	}
 }
 
@@ -132,6 +138,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
+	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), AlwaysAllow (every authenticated user may do everything)")
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -222,6 +229,10 @@ func (f Flags) Config() (server.Config, error) {
 		}
 		schedCfg = &c
 	}
+	authzModes, err := apiserver.ParseAuthorizationModes(f.AuthorizationMode)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return server.Config{}, err
 	}
@@ -248,7 +259,8 @@ func (f Flags) Config() (server.Config, error) {
 			Controllers: selection,
 			Controller:  controllers,
 		},
-		SchedulerConfig: schedCfg,
+		SchedulerConfig:    schedCfg,
+		AuthorizationModes: authzModes,
 	}, nil
 }
 

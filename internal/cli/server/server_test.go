@@ -33,6 +33,7 @@ func TestDefaultsAreValid(t *testing.T) {
 			Controllers: manager.Selection{"*"},
 			Controller:  manager.DefaultControllerOptions(),
 		},
+		AuthorizationModes: []string{"Node", "RBAC"},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
