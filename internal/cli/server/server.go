@@ -64,6 +64,12 @@ type Flags struct {
 	// AuthorizationMode is the API server's comma-separated authorization
 	// modes (Node, RBAC, AlwaysAllow), asked in order.
 	AuthorizationMode string
+
+	// Services: cluster DNS and load-balancer addresses
+	// (internal/server/services.go).
+	ServiceLBRange    string
+	DisableClusterDNS bool
+	ClusterDNSPort    int
 }
 
 // DefaultFlags are the flags' defaults: a fresh machine needs none.
@@ -71,7 +77,7 @@ func DefaultFlags() Flags {
 	c := manager.DefaultControllerOptions()
 	return Flags{
 		DataDir:              server.DefaultDataDir,
-		BindAddress:          server.DefaultBindAddress,
+		ClusterDNSPort:       53,
 		HTTPSPort:            server.DefaultPort,
 		EtcdClientPort:       etcd.DefaultClientPort,
 		EtcdPeerPort:         etcd.DefaultClientPort + 1,
@@ -121,7 +127,10 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.DataDir, "data-dir", f.DataDir, "directory for etcd data, certificates and the admin kubeconfig")
-	fs.StringVar(&f.BindAddress, "bind-address", f.BindAddress, "IP address the API server listens on (0.0.0.0 for all interfaces)")
+	fs.StringVar(&f.BindAddress, "bind-address", f.BindAddress, "IP address the API server listens on (default 0.0.0.0 with the node agent, so that pods reach kubernetes.default.svc, and 127.0.0.1 with --disable-agent)")
+	fs.StringVar(&f.ServiceLBRange, "service-lb-range", f.ServiceLBRange, "addresses for Services of type LoadBalancer: a CIDR, first-last, or one address (default: the node's address, shared by Services whose ports do not clash)")
+	fs.BoolVar(&f.DisableClusterDNS, "disable-cluster-dns", false, "do not run cluster DNS (Service kube-system/kube-dns at 10.43.0.10)")
+	fs.IntVar(&f.ClusterDNSPort, "cluster-dns-port", f.ClusterDNSPort, "port cluster DNS listens on at the node's address; kube-dns keeps port 53 and points there")
 	fs.IntVar(&f.HTTPSPort, "https-listen-port", f.HTTPSPort, "port the API server listens on (0 picks a free port)")
 	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "client URLs of an external etcd cluster (comma-separated); when empty, etcd is embedded")
 	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
@@ -157,6 +166,14 @@ func (f Flags) Config() (server.Config, error) {
 	dataDir, err := filepath.Abs(f.DataDir)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--data-dir: %w", err))
+	}
+	if f.BindAddress == "" {
+		// Pods reach the API server through kubernetes.default.svc, whose
+		// endpoint is the node's address: listen there when pods run here.
+		f.BindAddress = server.DefaultBindAddress
+		if !f.DisableAgent {
+			f.BindAddress = "0.0.0.0"
+		}
 	}
 	if net.ParseIP(f.BindAddress) == nil {
 		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", f.BindAddress))
@@ -207,6 +224,9 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if f.ClusterDNSPort <= 0 || f.ClusterDNSPort > 65535 {
+		errs = append(errs, fmt.Errorf("--cluster-dns-port %d is not a port", f.ClusterDNSPort))
+	}
 	if f.KubeletPort <= 0 || f.KubeletPort > 65535 {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", f.KubeletPort))
 	}
@@ -250,6 +270,7 @@ func (f Flags) Config() (server.Config, error) {
 		EtcdClientPort: f.EtcdClientPort,
 		EtcdPeerPort:   f.EtcdPeerPort,
 		DisableAgent:   f.DisableAgent,
+		Services:       server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
 		Agent: agent.Config{
 			Kubelet:    kubelet.Options{Port: f.KubeletPort},
 			KubeletAPI: agent.KubeletAPIConfig{Rotation: rotation},

@@ -22,7 +22,8 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := server.Config{
-		DataDir: "/var/lib/skiff", BindAddress: "127.0.0.1", Port: 6443,
+		DataDir: "/var/lib/skiff", BindAddress: "0.0.0.0", Port: 6443,
+		Services:       server.ServicesConfig{DNSPort: 53},
 		EtcdClientPort: 2379, EtcdPeerPort: 2380,
 		Controllers: manager.Selection{"*"},
 		Agent: agent.Config{
