@@ -168,6 +168,10 @@ func (s *Server) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("dns")
 	factory := informers.NewSharedInformerFactory(s.client, 0)
 	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early error cannot hang here.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	svcInf := factory.Core().V1().Services().Informer()
 	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
 	if err := svcInf.AddIndexers(ServiceIndexers()); err != nil {

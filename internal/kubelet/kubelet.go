@@ -280,12 +280,16 @@ func (k *Kubelet) Start(ctx context.Context) error {
 	k.serviceLister = svcFactory.Core().V1().Services().Lister()
 	svcFactory.Core().V1().Services().Informer()
 
-	podFactory.Start(ctx.Done())
-	nodeFactory.Start(ctx.Done())
-	svcFactory.Start(ctx.Done())
 	defer podFactory.Shutdown()
 	defer nodeFactory.Shutdown()
 	defer svcFactory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early error cannot hang here.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	podFactory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	svcFactory.Start(ctx.Done())
 	for _, synced := range []cache.InformerSynced{podInformer.Informer().HasSynced, nodeInformer.HasSynced} {
 		if !cache.WaitForCacheSync(ctx.Done(), synced) {
 			return ctx.Err()

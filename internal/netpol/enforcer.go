@@ -93,6 +93,10 @@ func (e *Enforcer) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("netpol")
 	factory := informers.NewSharedInformerFactory(e.client, 0)
 	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early error cannot hang here.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	pods := factory.Core().V1().Pods()
 	nss := factory.Core().V1().Namespaces()
 	nps := factory.Networking().V1().NetworkPolicies()

@@ -188,6 +188,10 @@ func (a *Allocator) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("service-lb")
 	factory := informers.NewSharedInformerFactory(a.client, 0)
 	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early error cannot hang here.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	inf := factory.Core().V1().Services()
 	trigger := make(chan struct{}, 1)
 	poke := func() {

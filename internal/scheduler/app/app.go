@@ -186,6 +186,10 @@ func (a *App) run(ctx context.Context) error {
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripManagedFields))
 	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early error cannot hang here.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cfg := a.opts.Config
 	s, err := scheduler.New(ctx, client, factory, scheduler.Options{
 		Profiles:          cfg.Profiles,
