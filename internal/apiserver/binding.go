@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,11 +36,33 @@ func serveBinding(ctx context.Context, h *resourceHandler, w http.ResponseWriter
 		h.codecs.writeError(w, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", b.Name, info.Name)))
 		return
 	}
-	if b.Target.Name == "" {
-		h.codecs.writeError(w, apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, b.Name, field.ErrorList{field.Required(field.NewPath("target", "name"), "")}))
+	if err := h.bind(ctx, r, info.Namespace, b); err != nil {
+		h.codecs.writeError(w, err)
 		return
 	}
-	_, err = h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
+	h.codecs.writeObject(w, http.StatusCreated, output{mediaType: out.mediaType}, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess, Code: http.StatusCreated,
+	})
+}
+
+// bindPod serves the core/v1 bindings resource (registry.Deps.BindPod):
+// the same binding as pods/binding, without dryRun.
+func (s *Server) bindPod(ctx context.Context, b *corev1.Binding) error {
+	h := s.handlers[corev1.SchemeGroupVersion.WithResource("pods")]
+	if h == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, b.Name)
+	}
+	return h.bind(ctx, &http.Request{URL: &url.URL{}}, b.Namespace, b)
+}
+
+// bind assigns the pod b names to b.Target: 422 without a target node,
+// 409 when the UID differs or the pod is already bound.
+func (h *resourceHandler) bind(ctx context.Context, r *http.Request, ns string, b *corev1.Binding) error {
+	if b.Target.Name == "" {
+		return apierrors.NewInvalid(schema.GroupKind{Kind: "Binding"}, b.Name, field.ErrorList{field.Required(field.NewPath("target", "name"), "")})
+	}
+	_, err := h.updateWith(ctx, r, ns, b.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		pod := cur.DeepCopyObject().(*corev1.Pod)
 		if b.UID != "" && b.UID != pod.UID {
 			return nil, apierrors.NewConflict(h.gr, pod.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", b.UID, pod.UID))
@@ -49,12 +72,5 @@ func serveBinding(ctx context.Context, h *resourceHandler, w http.ResponseWriter
 		}
 		return pod, nil
 	})
-	if err != nil {
-		h.codecs.writeError(w, err)
-		return
-	}
-	h.codecs.writeObject(w, http.StatusCreated, output{mediaType: out.mediaType}, &metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusSuccess, Code: http.StatusCreated,
-	})
+	return err
 }

@@ -167,6 +167,7 @@ func New(cfg Config) (*Server, error) {
 	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
 	s.resources = builtin.Resources(registry.Deps{
 		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
+		BindPod: s.bindPod,
 	})
 	for _, res := range s.resources {
 		res := res

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -23,6 +24,9 @@ type Deps struct {
 	Authorizer authz.Authorizer
 	// CheckEtcd reports the health of etcd (componentstatuses).
 	CheckEtcd func(ctx context.Context) error
+	// BindPod assigns the pod b names (in b's namespace) to b.Target, as
+	// pods/binding does (the core/v1 bindings resource).
+	BindPod func(ctx context.Context, b *corev1.Binding) error
 }
 
 // Reader reads objects of any served resource.

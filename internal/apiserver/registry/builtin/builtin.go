@@ -10,6 +10,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/authorization"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/autoscaling"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/batch"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/binding"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/certificates"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/clustertrustbundle"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/coordination"
@@ -35,6 +36,7 @@ type Group func(deps registry.Deps) []registry.Resource
 func Groups() []Group {
 	return []Group{
 		core.Resources,                  // "" (core/v1)
+		binding.Resources,               // "" (core/v1 bindings)
 		admissionregistration.Resources, // admissionregistration.k8s.io
 		apps.Resources,                  // apps
 		authorization.Resources,         // authorization.k8s.io

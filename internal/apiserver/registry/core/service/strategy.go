@@ -49,9 +49,10 @@ type Strategy struct {
 	alloc *allocator.Services
 }
 
-// Verbs: upstream serves no deletecollection for this resource.
+// Verbs: all eight; upstream v1.37 serves deletecollection for services
+// too (each deleted service releases its ClusterIPs and NodePorts).
 func (*Strategy) Verbs() []string {
-	return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	return registry.DefaultVerbs()
 }
 
 var (
