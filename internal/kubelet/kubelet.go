@@ -189,6 +189,8 @@ type Kubelet struct {
 	node         *corev1.Node
 	networkReady bool
 	hostAddrs    []string
+	// statusKick asks the status loop for a check now.
+	statusKick chan struct{}
 }
 
 // New returns a kubelet for the node opts.NodeName that talks to the API
@@ -208,6 +210,7 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 		workers:      map[types.UID]*podWorker{},
 		pods:         map[types.UID]*corev1.Pod{},
 		admitted:     map[types.UID]bool{},
+		statusKick:   make(chan struct{}, 1),
 		runtimeName:  "containerd",
 	}
 	k.volumes = volume.NewManager(opts.RootDir, k)

@@ -333,6 +333,7 @@ func (k *Kubelet) statusLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-k.clock.After(10 * time.Second):
+		case <-k.statusKick:
 		}
 		node := k.currentNode()
 		if node == nil {
@@ -422,9 +423,32 @@ func (k *Kubelet) nodeChanged(ctx context.Context, n *corev1.Node) {
 		}
 		if changed {
 			logger.Info("Wrote the CNI config", "podCIDRs", cidrs, "dir", k.opts.CNIConfDir)
+			// The runtime's network turns ready within a moment: report it
+			// then, not at the next 10 s check.
+			go func() {
+				for i := 0; i < 20; i++ {
+					select {
+					case <-ctx.Done():
+						return
+					case <-k.clock.After(250 * time.Millisecond):
+					}
+					if k.runtimeReadyError(ctx) == "" {
+						k.kickStatus()
+						return
+					}
+				}
+			}()
 		}
 	}
 	if err := k.runtime.UpdateRuntimeConfig(ctx, &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: strings.Join(cidrs, ",")}}); err != nil {
 		logger.V(2).Info("Unable to pass the pod CIDR to the runtime", "err", err)
+	}
+}
+
+// kickStatus makes the status loop check the node status now.
+func (k *Kubelet) kickStatus() {
+	select {
+	case k.statusKick <- struct{}{}:
+	default:
 	}
 }

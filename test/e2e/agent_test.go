@@ -147,6 +147,8 @@ func startAgentCluster(t *testing.T) (*agentCluster, error) {
 	if err := os.WriteFile(filepath.Join(imagesDir, "busybox.tar"), b, 0o644); err != nil {
 		return nil, err
 	}
+	began := time.Now()
+	defer func() { t.Logf("agent cluster started in %v", time.Since(began)) }()
 	c := &agentCluster{dataDir: dir, kubeconfig: filepath.Join(dir, "admin.kubeconfig"), ports: newPorts(t), image: ref, kubeletPort: freePortNoT()}
 	if err := c.start(); err != nil {
 		return nil, err
@@ -410,4 +412,9 @@ func TestAgentPodLogs(t *testing.T) {
 	waitFor(t, 10*time.Second, "the container's output in its log", func() bool {
 		return c.logFile(t, p, "main", 0) == "hello from skiff\nline two\n"
 	})
+	// What a user runs: kubectl logs, through the API server and the
+	// kubelet API.
+	if got := kubectl(t, c.kubeconfig, "logs", "-n", ns, "hello"); got != "hello from skiff\nline two\n" {
+		t.Errorf("kubectl logs: %q", got)
+	}
 }
