@@ -106,6 +106,15 @@ func (h *resourceHandler) encodeWatchEvent(buf *bytes.Buffer, ev storage.WatchEv
 			m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 		}
 		obj.GetObjectKind().SetGroupVersionKind(h.gvk)
+		if out.as != "" {
+			// A metadata watch's bookmarks are PartialObjectMetadata too:
+			// its clients (metadata informers) decode nothing else.
+			var pm *metav1.PartialObjectMetadata
+			if pm, err = partialMetadata(obj); err == nil {
+				objBytes, err = h.codecs.encode(out.mediaType, pm)
+			}
+			break
+		}
 		objBytes, err = h.codecs.encode(out.mediaType, obj)
 	case out.as == "Table":
 		var t *metav1.Table

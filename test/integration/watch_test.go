@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
 	kubeapiserver "github.com/skiff-sh/skiff/internal/apiserver"
@@ -227,6 +228,28 @@ func TestWatchBookmarks(t *testing.T) {
 			t.Fatalf("watch with allowWatchBookmarks: no BOOKMARK %d within 5s", i+1)
 		}
 	}
+	// A metadata watch (what metadata informers, e.g. the garbage
+	// collector's, run) gets its bookmarks as PartialObjectMetadata too;
+	// a bookmark of another kind fails the client's decoding.
+	mc, err := metadata.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := mc.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meta.Stop()
+	select {
+	case ev := <-meta.ResultChan():
+		pm, ok := ev.Object.(*metav1.PartialObjectMetadata)
+		if ev.Type != watch.Bookmark || !ok || pm.ResourceVersion == "" {
+			t.Fatalf("metadata watch: got %v %T (%v), want a BOOKMARK carrying PartialObjectMetadata with a resourceVersion", ev.Type, ev.Object, ev.Object)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("metadata watch with allowWatchBookmarks: no BOOKMARK within 5s")
+	}
+
 	// Then a change: it must be the first thing the other watch sees.
 	cm.Data = map[string]string{"k": "v"}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
