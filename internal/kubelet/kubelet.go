@@ -22,7 +22,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -497,5 +496,3 @@ func leaseFor(node *corev1.Node, name string, duration time.Duration, now time.T
 	}
 	return l
 }
-
-func trimNewline(s string) string { return strings.TrimRight(s, "\n") }

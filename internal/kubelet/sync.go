@@ -23,7 +23,6 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstate"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
-	"github.com/skiff-sh/skiff/internal/kubelet/volume"
 )
 
 // minGracePeriod is the least time a container gets to stop (upstream's
@@ -624,7 +623,3 @@ func (k *Kubelet) markAdmitted(uid types.UID) {
 	k.admitted[uid] = true
 	k.mu.Unlock()
 }
-
-// volumeErrorOnly keeps the compiler honest about the volume package's
-// error type being used for events.
-var _ error = (*volume.Error)(nil)

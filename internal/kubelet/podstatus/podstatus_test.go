@@ -225,3 +225,44 @@ func TestQOSClass(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+func TestGenerateInitContainers(t *testing.T) {
+	pod := newPod(corev1.RestartPolicyAlways, corev1.Container{Name: "app", Image: "busybox"})
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+	st := &podstate.Pod{Sandboxes: []podstate.Sandbox{sb}, Containers: []podstate.Container{{ID: "i1", ContainerID: "containerd://i1",
+		Name: "init", SandboxID: "sb1", State: podstate.Running, StartedAt: started, Image: "busybox"}}}
+	s := Generate(Input{Pod: pod, State: st, Now: now})
+	if s.Phase != corev1.PodPending {
+		t.Errorf("phase %s, want Pending", s.Phase)
+	}
+	want := []condSummary{
+		{corev1.PodReadyToStartContainers, corev1.ConditionTrue, "", ""},
+		{corev1.PodInitialized, corev1.ConditionFalse, "ContainersNotInitialized", "containers with incomplete status: [init]"},
+		{corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [app]"},
+		{corev1.ContainersReady, corev1.ConditionFalse, "ContainersNotReady", "containers with unready status: [app]"},
+		{corev1.PodScheduled, corev1.ConditionTrue, "", ""},
+	}
+	if diff := cmp.Diff(want, conditions(s)); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "PodInitializing" {
+		t.Errorf("app state %+v, want waiting PodInitializing", s.ContainerStatuses[0].State)
+	}
+
+	// The init container succeeded and the app runs: initialized, and the
+	// init container is ready (it exited 0).
+	st.Containers = []podstate.Container{
+		{ID: "a1", ContainerID: "containerd://a1", Name: "app", SandboxID: "sb1", State: podstate.Running, StartedAt: now, Image: "busybox"},
+		{ID: "i1", ContainerID: "containerd://i1", Name: "init", SandboxID: "sb1", State: podstate.Exited, Reason: "Completed",
+			StartedAt: started, FinishedAt: started, Image: "busybox"},
+	}
+	s = Generate(Input{Pod: pod, State: st, Now: now})
+	if s.Phase != corev1.PodRunning || !s.InitContainerStatuses[0].Ready || !s.ContainerStatuses[0].Ready {
+		t.Errorf("phase %s, init ready %v, app ready %v", s.Phase, s.InitContainerStatuses[0].Ready, s.ContainerStatuses[0].Ready)
+	}
+	for _, c := range s.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			t.Errorf("condition %s is %s (%s)", c.Type, c.Status, c.Message)
+		}
+	}
+}
