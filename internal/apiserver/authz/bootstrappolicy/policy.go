@@ -130,8 +130,11 @@ func defaults(name string) metav1.ObjectMeta {
 // for its certificate with a bootstrap token (group system:bootstrappers),
 // as kubeadm's kubeadm:kubelet-bootstrap binding allows.
 const (
-	// NodeNetworkRole lets the agents' network policy read what it
-	// enforces: pods, namespaces and NetworkPolicies.
+	// NodeNetworkRole lets the agents' service proxy and network policy
+	// read what they program: EndpointSlices (Services and events are in
+	// system:node's rules), pods, namespaces and NetworkPolicies. It is
+	// narrower than system:node-proxier, which would let a node read every
+	// Node object.
 	NodeNetworkRole = "skiff:node-network"
 )
 
@@ -142,6 +145,7 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		Rules: []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		},
 	}}
 }
@@ -156,7 +160,6 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	}
 	return []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: defaults("skiff:node-bootstrapper"), RoleRef: ref("system:node-bootstrapper"), Subjects: group("system:bootstrappers")},
-		{ObjectMeta: defaults("skiff:node-proxier"), RoleRef: ref("system:node-proxier"), Subjects: group("system:nodes")},
 		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
 	}
 }
