@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -35,3 +38,15 @@ func killUnder(dir string) {
 type intstrIntOrString = intstr.IntOrString
 
 func intstrFromInt(p int) intstr.IntOrString { return intstr.FromInt32(int32(p)) }
+
+// httpGet returns the body of a GET with a short timeout.
+func httpGet(url string) (string, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -388,4 +389,40 @@ func TestAgentRestart(t *testing.T) {
 		t.Errorf("container %s (restarts %d) after the restart, want the same %s with no restart", got.ContainerID, got.RestartCount, before)
 	}
 	waitFor(t, 30*time.Second, "the deleted pod's containers to stop", func() bool { return c.runningContainers(t, gone.UID) == 0 })
+}
+
+// TestAgentHostNetworkAndHostPort: a hostNetwork pod has the node's IP,
+// and a hostPort reaches a pod's server from the host through portmap.
+func TestAgentHostNetworkAndHostPort(t *testing.T) {
+	c := cluster(t)
+	t.Parallel()
+	ns := c.namespace(t, "agent-host")
+	node, err := c.client.CoreV1().Nodes().Get(context.Background(), c.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIP := ""
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+
+	hn := busyboxPod(ns, "hostnet", c.image, "sleep", "3600")
+	hn.Spec.HostNetwork = true
+	c.create(t, hn)
+	got := c.waitPod(t, ns, "hostnet", 60*time.Second, "Running", podRunningReady)
+	if got.Status.PodIP != nodeIP || got.Status.HostIP != nodeIP {
+		t.Errorf("hostNetwork pod: podIP %q hostIP %q, want the node's %q", got.Status.PodIP, got.Status.HostIP, nodeIP)
+	}
+
+	port := freePortNoT()
+	web := busyboxPod(ns, "web", c.image, "sh", "-c", "mkdir -p /www; echo via-hostport > /www/index.html; exec httpd -f -p 8080 -h /www")
+	web.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: int32(port), Protocol: corev1.ProtocolTCP}}
+	c.create(t, web)
+	c.waitPod(t, ns, "web", 60*time.Second, "Running", podRunningReady)
+	waitFor(t, 20*time.Second, "the pod's server on the node's hostPort", func() bool {
+		body, err := httpGet(fmt.Sprintf("http://%s:%d/", nodeIP, port))
+		return err == nil && body == "via-hostport\n"
+	})
 }
