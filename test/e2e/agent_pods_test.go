@@ -426,3 +426,39 @@ func TestAgentHostNetworkAndHostPort(t *testing.T) {
 		return err == nil && body == "via-hostport\n"
 	})
 }
+
+// TestAgentInitAndSidecar: init containers run in order before the app,
+// sharing an emptyDir; a sidecar (restartPolicy Always init container)
+// starts before the app and keeps running beside it.
+func TestAgentInitAndSidecar(t *testing.T) {
+	c := cluster(t)
+	t.Parallel()
+	ns := c.namespace(t, "agent-init")
+	always := corev1.ContainerRestartPolicyAlways
+	p := busyboxPod(ns, "staged", c.image, "sh", "-c", "cat /work/steps; echo app; sleep 3600")
+	p.Spec.Volumes = []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mount := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}
+	p.Spec.Containers[0].VolumeMounts = mount
+	p.Spec.InitContainers = []corev1.Container{
+		{Name: "first", Image: c.image, Command: []string{"sh", "-c", "echo first >> /work/steps"}, VolumeMounts: mount},
+		{Name: "helper", Image: c.image, Command: []string{"sh", "-c", "echo helper >> /work/steps; sleep 3600"}, VolumeMounts: mount, RestartPolicy: &always},
+		{Name: "second", Image: c.image, Command: []string{"sh", "-c", "echo second >> /work/steps"}, VolumeMounts: mount},
+	}
+	c.create(t, p)
+	got := c.waitPod(t, ns, "staged", 90*time.Second, "Running and Ready", podRunningReady)
+	waitFor(t, 10*time.Second, "the app's output", func() bool {
+		return c.logFile(t, got, "main", 0) == "first\nhelper\nsecond\napp\n"
+	})
+	for _, cs := range got.Status.InitContainerStatuses {
+		switch cs.Name {
+		case "helper":
+			if cs.State.Running == nil || !cs.Ready {
+				t.Errorf("sidecar %+v: want running and ready", cs.State)
+			}
+		default:
+			if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 || cs.State.Terminated.Reason != "Completed" {
+				t.Errorf("init container %s: %+v, want terminated Completed", cs.Name, cs.State)
+			}
+		}
+	}
+}
