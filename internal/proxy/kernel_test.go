@@ -77,6 +77,15 @@ func TestKernel(t *testing.T) {
 		t.Cleanup(func() { ln.Close() })
 	}
 	runner := NFT{Prefix: []string{"ip", "netns", "exec", topo.Node}}
+	ct := ConntrackTool{Prefix: runner.Prefix}
+	for i, pod := range topo.Pods[:2] {
+		pc, err := netnstest.ServeUDP(pod, fmt.Sprintf("%s:5353", netnstest.PodIP(i+1)), fmt.Sprintf("pod%d", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+	}
+	udpSvc := svc("default", "udp", "10.43.0.50", []v1.ServicePort{{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53}})
 
 	eps := []ep{{ip: netnstest.PodIP(1), node: "n1"}, {ip: netnstest.PodIP(2), node: "n1"}, {ip: netnstest.PodIP(3), node: "n1"}}
 	web := svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}, nodePort(30080))
@@ -88,11 +97,12 @@ func TestKernel(t *testing.T) {
 	webSlice := slice("default", "web", "http", v1.ProtocolTCP, 8080, eps...)
 	client := fake.NewClientset(web, sticky, empty, webSlice,
 		slice("default", "sticky", "http", v1.ProtocolTCP, 8080, eps...),
-		slice("default", "empty", "http", v1.ProtocolTCP, 8080))
+		slice("default", "empty", "http", v1.ProtocolTCP, 8080),
+		udpSvc, slice("default", "udp", "dns", v1.ProtocolUDP, 5353, eps[0]))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
-	p := New(client, Options{NodeName: "n1", Runner: runner, MinSyncPeriod: 50 * time.Millisecond, Metrics: reg})
+	p := New(client, Options{NodeName: "n1", Runner: runner, Conntrack: ct, MinSyncPeriod: 50 * time.Millisecond, Metrics: reg})
 	done := make(chan error, 1)
 	go func() { done <- p.Start(ctx) }()
 	select {
@@ -145,6 +155,42 @@ func TestKernel(t *testing.T) {
 				t.Errorf("from %s: 20 connections reached %v, want one endpoint", ns, seen)
 			}
 		}
+	})
+	t.Run("a udp flow follows the service when its endpoint goes", func(t *testing.T) {
+		// One client socket, so every datagram is the same conntrack flow.
+		var conn *net.UDPConn
+		if err := netnstest.Run(topo.Node, func() error {
+			var err error
+			conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(172, 31, 0, 1)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ask := func() string {
+			dst := &net.UDPAddr{IP: net.IPv4(10, 43, 0, 50), Port: 53}
+			if _, err := conn.WriteToUDP([]byte("?"), dst); err != nil {
+				return err.Error()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 64)
+			n, _, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return err.Error()
+			}
+			return string(buf[:n])
+		}
+		if got := ask(); got != "pod1" {
+			t.Fatalf("first answer %q, want pod1", got)
+		}
+		s := slice("default", "udp", "dns", v1.ProtocolUDP, 5353, eps[1])
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRules(t, runner, func(l string) bool { return strings.Contains(l, "dnat to 10.42.2.2:5353") })
+		// pod1 still answers on its address: only a deleted flow makes
+		// the next datagram go to pod2.
+		waitFor(t, "the flow to move to pod2", func() bool { return ask() == "pod2" })
 	})
 	t.Run("a deleted service's chains and sets go", func(t *testing.T) {
 		if err := client.CoreV1().Services("default").Delete(ctx, "sticky", metav1.DeleteOptions{}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ type Options struct {
 	Runner Runner
 	// Metrics receives the kubeproxy_* metrics (default: none exported).
 	Metrics prometheus.Registerer
+	// Conntrack deletes UDP flows to endpoints that went away (default:
+	// the conntrack tool when it is installed, else nothing).
+	Conntrack Conntrack
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// ResyncPeriod of the informers (default 0: none).
@@ -67,6 +71,7 @@ type Proxier struct {
 	// prev is the last ruleset applied; nil when unknown (start, after a
 	// failed sync), which makes the next sync list the table and rewrite it.
 	prev       *Ruleset
+	prevInput  Input
 	lastSynced time.Time
 }
 
@@ -89,6 +94,11 @@ func New(client kubernetes.Interface, opts Options) *Proxier {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Conntrack == nil {
+		if _, err := exec.LookPath("conntrack"); err == nil {
+			opts.Conntrack = ConntrackTool{}
+		}
 	}
 	return &Proxier{
 		client:  client,
@@ -236,7 +246,8 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 	if err != nil {
 		return err
 	}
-	want := Compute(BuildInput(p.opts.ClusterCIDR, p.opts.ServiceCIDR, p.opts.NodeName, svcs, slices))
+	in := BuildInput(p.opts.ClusterCIDR, p.opts.ServiceCIDR, p.opts.NodeName, svcs, slices)
+	want := Compute(in)
 	var existing *Existing
 	if p.prev == nil {
 		if existing, err = p.opts.Runner.List(ctx, Family, Table); err != nil {
@@ -252,6 +263,15 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 		return err
 	}
 	p.prev = want
+	prevIn := p.prevInput
+	p.prevInput = in
+	if flows := staleUDPFlows(prevIn, in); len(flows) > 0 && p.opts.Conntrack != nil {
+		// The rules are in place; a failure here only delays the switch
+		// to the new endpoints, so it is logged, not retried.
+		if err := p.opts.Conntrack.DeleteUDP(applyCtx, flows); err != nil {
+			klog.FromContext(ctx).Error(err, "Deleting stale UDP conntrack flows")
+		}
+	}
 	return nil
 }
 

@@ -153,3 +153,27 @@ func Serve(ns, addr, reply string) (net.Listener, error) {
 	}()
 	return ln, nil
 }
+
+// ServeUDP answers every datagram to addr inside namespace ns with reply.
+func ServeUDP(ns, addr, reply string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := Run(ns, func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", addr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(reply), from)
+		}
+	}()
+	return pc, nil
+}
