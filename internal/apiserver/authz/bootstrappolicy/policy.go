@@ -16,6 +16,7 @@ package bootstrappolicy
 import (
 	"embed"
 	"fmt"
+	"strings"
 	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -83,7 +84,42 @@ func Load() (*Policy, error) {
 	p.RoleBindings = bindings
 	p.ClusterRoles = append(p.ClusterRoles, SkiffClusterRoles()...)
 	p.ClusterRoleBindings = append(p.ClusterRoleBindings, SkiffClusterRoleBindings()...)
+	p.addControllerManagerBindings()
 	return p, nil
+}
+
+// ControllerManagerUser is the controller manager's identity.
+const ControllerManagerUser = "system:kube-controller-manager"
+
+// addControllerManagerBindings binds every system:controller:* role to
+// the controller manager's own user. Upstream runs each controller under
+// its own service account (--use-service-account-credentials) bound to its
+// role; Skiff has no service-account tokens yet, so its controller manager
+// holds the union of the controllers' roles under one identity
+// (skiff:controller:<name>), still far less than system:masters.
+func (p *Policy) addControllerManagerBindings() {
+	const prefix = "system:controller:"
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}}
+	for _, r := range p.ClusterRoles {
+		if name, ok := strings.CutPrefix(r.Name, prefix); ok {
+			p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+				ObjectMeta: defaults("skiff:controller:" + name),
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r.Name},
+				Subjects:   subject,
+			})
+		}
+	}
+	for _, r := range p.Roles {
+		if name, ok := strings.CutPrefix(r.Name, prefix); ok {
+			b := rbacv1.RoleBinding{
+				ObjectMeta: defaults("skiff:controller:" + name),
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: r.Name},
+				Subjects:   subject,
+			}
+			b.Namespace = r.Namespace
+			p.RoleBindings = append(p.RoleBindings, b)
+		}
+	}
 }
 
 // ClusterRole returns the named cluster role of the policy.

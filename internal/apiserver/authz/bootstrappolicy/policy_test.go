@@ -31,6 +31,16 @@ func TestLoad(t *testing.T) {
 	if d := cmp.Diff(want, admin.Rules); d != "" {
 		t.Errorf("cluster-admin rules (-want +got):\n%s", d)
 	}
+	foundCM := false
+	for _, b := range p.ClusterRoleBindings {
+		if b.Name == "skiff:controller:deployment-controller" && b.RoleRef.Name == "system:controller:deployment-controller" &&
+			len(b.Subjects) == 1 && b.Subjects[0].Name == ControllerManagerUser {
+			foundCM = true
+		}
+	}
+	if !foundCM {
+		t.Error("the controller manager is not bound to system:controller:deployment-controller")
+	}
 	if len(NodeRules()) == 0 {
 		t.Error("system:node has no rules")
 	}
