@@ -129,6 +129,10 @@ func (p *Proxier) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("proxy")
 	factory := informers.NewSharedInformerFactory(p.client, p.opts.ResyncPeriod)
 	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop only with ctx: cancel it
+	// first (defers run last-in first-out) so an early return cannot hang.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	svcInformer := factory.Core().V1().Services()
 	sliceInformer := factory.Discovery().V1().EndpointSlices()
 	handler := cache.ResourceEventHandlerFuncs{
