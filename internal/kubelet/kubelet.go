@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -190,6 +191,9 @@ type Kubelet struct {
 	hostAddrs    []string
 	// statusKick asks the status loop for a check now.
 	statusKick chan struct{}
+	// containerSnap is the last relist's containers by "<pod uid>/<name>"
+	// (the probes read it instead of asking the runtime each second).
+	containerSnap map[string][]*runtimeapi.Container
 }
 
 // New returns a kubelet for the node opts.NodeName that talks to the API

@@ -157,7 +157,10 @@ func (k *Kubelet) relistLoop(ctx context.Context) {
 			continue
 		}
 		seen := make(map[string]runtimeapi.ContainerState, len(containers))
+		snap := make(map[string][]*runtimeapi.Container)
 		for _, c := range containers {
+			key := c.Labels[labelPodUID] + "/" + c.Labels[labelContainerName]
+			snap[key] = append(snap[key], c)
 			seen[c.Id] = c.State
 			if old, ok := last[c.Id]; !ok || old != c.State {
 				if uid := c.Labels[labelPodUID]; uid != "" {
@@ -166,6 +169,9 @@ func (k *Kubelet) relistLoop(ctx context.Context) {
 			}
 		}
 		last = seen
+		k.mu.Lock()
+		k.containerSnap = snap
+		k.mu.Unlock()
 		sandboxes, err := k.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{})
 		if err != nil {
 			continue
@@ -225,4 +231,15 @@ func (k *Kubelet) housekeeping(ctx context.Context) {
 		k.crashBackoff.GC()
 		k.imageBackoff.GC()
 	}
+}
+
+// containersOf returns the instances of a pod's container as the last
+// relist saw them, and false before the first relist.
+func (k *Kubelet) containersOf(uid types.UID, name string) ([]*runtimeapi.Container, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.containerSnap == nil {
+		return nil, false
+	}
+	return k.containerSnap[string(uid)+"/"+name], true
 }

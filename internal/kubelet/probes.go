@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -133,6 +132,7 @@ func (m *probeManager) run(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	period := prober.Period(p)
 	var lastProbe time.Time
 	lastID := ""
+	startedAt := map[string]time.Time{}
 	tick := time.Second
 	if period < tick {
 		tick = period
@@ -143,7 +143,7 @@ func (m *probeManager) run(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 			return
 		case <-k.clock.After(tick):
 		}
-		obs, sandboxID, ok := m.observe(ctx, pod, c, kind)
+		obs, sandboxID, ok := m.observe(ctx, pod, c, kind, startedAt)
 		if !ok {
 			continue
 		}
@@ -178,19 +178,36 @@ func (m *probeManager) run(ctx context.Context, pod *corev1.Pod, c *corev1.Conta
 	}
 }
 
-// observe returns the newest instance of the container as a probe sees it.
-func (m *probeManager) observe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind prober.Kind) (prober.Observation, string, bool) {
+// observe returns the newest instance of the container as a probe sees it:
+// from the last relist (the runtime is asked directly before the first),
+// with its start time asked once per container.
+func (m *probeManager) observe(ctx context.Context, pod *corev1.Pod, c *corev1.Container, kind prober.Kind, started map[string]time.Time) (prober.Observation, string, bool) {
 	k := m.k
-	list, err := k.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
-		labelPodUID: string(pod.UID), labelContainerName: c.Name}})
-	if err != nil || len(list) == 0 {
+	list, ok := k.containersOf(pod.UID, c.Name)
+	if !ok {
+		var err error
+		list, err = k.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
+			labelPodUID: string(pod.UID), labelContainerName: c.Name}})
+		if err != nil {
+			return prober.Observation{}, "", false
+		}
+	}
+	if len(list) == 0 {
 		return prober.Observation{}, "", false
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].CreatedAt > list[j].CreatedAt })
 	newest := list[0]
+	for _, x := range list[1:] {
+		if x.CreatedAt > newest.CreatedAt {
+			newest = x
+		}
+	}
 	obs := prober.Observation{ContainerID: newest.Id, Running: newest.State == runtimeapi.ContainerState_CONTAINER_RUNNING, Now: k.clock.Now(), Started: true}
-	if resp, err := k.runtime.ContainerStatus(ctx, newest.Id, false); err == nil && resp.GetStatus().GetStartedAt() > 0 {
+	if at, ok := started[newest.Id]; ok {
+		obs.StartedAt = at
+	} else if resp, err := k.runtime.ContainerStatus(ctx, newest.Id, false); err == nil && resp.GetStatus().GetStartedAt() > 0 {
 		obs.StartedAt = time.Unix(0, resp.GetStatus().GetStartedAt())
+		clear(started)
+		started[newest.Id] = obs.StartedAt
 	}
 	if c.StartupProbe != nil && kind != prober.Startup {
 		r, ok := m.lookup(prober.Startup, newest.Id)
