@@ -190,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 			s.reaper.targets = append(s.reaper.targets, reapTarget{name: h.gr.String(), store: cacher, prefix: h.prefix()})
 		}
 	}
+	alloc.Claimer = ipClaimer{srv: s} // ClusterIPs as IPAddress objects (ipaddress.go)
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
@@ -335,7 +336,7 @@ func (s *Server) restore(ctx context.Context) error {
 			return fmt.Errorf("restore %s: %w", h.gr, err)
 		}
 	}
-	return nil
+	return s.ensureDefaultServiceCIDR(ctx)
 }
 
 // buildFieldManagers gives every stored resource its managedFields

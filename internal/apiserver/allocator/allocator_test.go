@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -251,7 +252,7 @@ func TestRebuild(t *testing.T) {
 		}
 	}
 	b := services[1]
-	s.Release(&b)
+	s.Release(context.Background(), &b)
 	if s.IPs.Has("10.43.0.20") || s.Ports.Has(30080) || s.Ports.Has(30081) {
 		t.Error("Release left values taken")
 	}

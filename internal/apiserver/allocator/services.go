@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -20,6 +21,9 @@ type Options struct {
 type Services struct {
 	IPs   *IPs
 	Ports *Ports
+	// Claimer, when set, arbitrates ClusterIPs between API servers
+	// (IPAddress objects); see IPClaimer.
+	Claimer IPClaimer
 }
 
 // NewServices builds empty allocators. Call Rebuild with the stored
@@ -95,6 +99,7 @@ func (s *Services) Rebuild(services []corev1.Service) error {
 				errs = append(errs, fmt.Errorf("service %s/%s: cluster IP %s: %w", svc.Namespace, svc.Name, ip, err))
 			}
 		}
+		s.claimHeld(Owner{Namespace: svc.Namespace, Name: svc.Name}, c.IPs)
 		for _, p := range c.Ports {
 			if err := s.Ports.Allocate(p); err != nil {
 				errs = append(errs, fmt.Errorf("service %s/%s: node port %d: %w", svc.Namespace, svc.Name, p, err))
@@ -110,6 +115,8 @@ func (s *Services) Rebuild(services []corev1.Service) error {
 type Txn struct {
 	s      *Services
 	dryRun bool
+	ctx    context.Context
+	owner  Owner
 
 	ips, releasedIPs     []string
 	ports, releasedPorts []int
@@ -120,7 +127,7 @@ type Txn struct {
 
 // Begin starts a transaction.
 func (s *Services) Begin(dryRun bool) *Txn {
-	return &Txn{s: s, dryRun: dryRun, fakeIPs: map[string]bool{}, fakePorts: map[int]bool{}}
+	return &Txn{s: s, dryRun: dryRun, ctx: context.Background(), fakeIPs: map[string]bool{}, fakePorts: map[int]bool{}}
 }
 
 // AllocateIP takes ip.
@@ -138,6 +145,9 @@ func (t *Txn) AllocateIP(ip string) error {
 	if err := t.s.IPs.Allocate(ip); err != nil {
 		return err
 	}
+	if err := t.claim(ip); err != nil {
+		return err
+	}
 	t.ips = append(t.ips, ip)
 	return nil
 }
@@ -152,12 +162,21 @@ func (t *Txn) AllocateNextIP() (string, error) {
 		t.fakeIPs[ip] = true
 		return ip, nil
 	}
-	ip, err := t.s.IPs.AllocateNext()
-	if err != nil {
-		return "", err
+	for {
+		ip, err := t.s.IPs.AllocateNext()
+		if err != nil {
+			return "", err
+		}
+		err = t.claim(ip)
+		if errors.Is(err, ErrIPAllocated) {
+			continue // held by another API server: stays marked, try the next
+		}
+		if err != nil {
+			return "", err
+		}
+		t.ips = append(t.ips, ip)
+		return ip, nil
 	}
-	t.ips = append(t.ips, ip)
-	return ip, nil
 }
 
 // AllocatePort takes port.
@@ -206,6 +225,9 @@ func (t *Txn) Release(c Claims) {
 		if t.s.IPs.Has(ip) {
 			t.s.IPs.Release(ip)
 			t.releasedIPs = append(t.releasedIPs, ip)
+			if t.s.Claimer != nil {
+				t.s.Claimer.ReleaseIP(t.ctx, ip, t.owner)
+			}
 		}
 	}
 	for _, p := range c.Ports {
@@ -222,12 +244,17 @@ func (t *Txn) Release(c Claims) {
 func (t *Txn) Undo() {
 	for _, ip := range t.ips {
 		t.s.IPs.Release(ip)
+		if t.s.Claimer != nil {
+			t.s.Claimer.ReleaseIP(t.ctx, ip, t.owner)
+		}
 	}
 	for _, p := range t.ports {
 		t.s.Ports.Release(p)
 	}
 	for _, ip := range t.releasedIPs {
-		_ = t.s.IPs.Allocate(ip)
+		if t.s.IPs.Allocate(ip) == nil {
+			_ = t.claim(ip)
+		}
 	}
 	for _, p := range t.releasedPorts {
 		_ = t.s.Ports.Allocate(p)
@@ -235,11 +262,15 @@ func (t *Txn) Undo() {
 	t.ips, t.ports, t.releasedIPs, t.releasedPorts = nil, nil, nil, nil
 }
 
-// Release frees every value svc holds (after it was deleted).
-func (s *Services) Release(svc *corev1.Service) {
+// Release frees every value svc holds (after it was deleted), and its
+// claims.
+func (s *Services) Release(ctx context.Context, svc *corev1.Service) {
 	c := ClaimsOf(svc)
 	for _, ip := range c.IPs {
 		s.IPs.Release(ip)
+		if s.Claimer != nil {
+			s.Claimer.ReleaseIP(ctx, ip, Owner{Namespace: svc.Namespace, Name: svc.Name})
+		}
 	}
 	for _, p := range c.Ports {
 		s.Ports.Release(p)

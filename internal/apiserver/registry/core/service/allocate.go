@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -18,7 +19,7 @@ var serviceKind = schema.GroupKind{Kind: "Service"}
 // that old (nil on create) already holds as its own, then releases what
 // old held and svc no longer does. It fills the allocated values into svc.
 // The returned undo restores the allocator on a failed write.
-func (s *Strategy) allocate(svc, old *corev1.Service, dryRun bool) (func(), error) {
+func (s *Strategy) allocate(ctx context.Context, svc, old *corev1.Service, dryRun bool) (func(), error) {
 	if s.alloc == nil {
 		return nil, nil
 	}
@@ -35,7 +36,7 @@ func (s *Strategy) allocate(svc, old *corev1.Service, dryRun bool) (func(), erro
 		heldPort[p] = true
 	}
 
-	txn := s.alloc.Begin(dryRun)
+	txn := s.alloc.Begin(dryRun).For(ctx, allocator.Owner{Namespace: svc.Namespace, Name: svc.Name})
 	fail := func(err error) (func(), error) {
 		txn.Undo()
 		return nil, err

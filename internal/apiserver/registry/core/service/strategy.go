@@ -156,13 +156,13 @@ func (s *Strategy) TableRow(obj runtime.Object) ([]interface{}, error) {
 
 // BeforeCreate allocates the ClusterIP and NodePorts of a new service.
 func (s *Strategy) BeforeCreate(ctx context.Context, obj runtime.Object, dryRun bool) (func(), error) {
-	return s.allocate(obj.(*corev1.Service), nil, dryRun)
+	return s.allocate(ctx, obj.(*corev1.Service), nil, dryRun)
 }
 
 // BeforeUpdate allocates what an update newly needs and releases what it
 // no longer holds; undo restores both.
 func (s *Strategy) BeforeUpdate(ctx context.Context, obj, old runtime.Object, dryRun bool) (func(), error) {
-	return s.allocate(obj.(*corev1.Service), old.(*corev1.Service), dryRun)
+	return s.allocate(ctx, obj.(*corev1.Service), old.(*corev1.Service), dryRun)
 }
 
 // AfterDelete releases the ClusterIP and NodePorts of a deleted service.
@@ -170,5 +170,5 @@ func (s *Strategy) AfterDelete(ctx context.Context, obj runtime.Object) {
 	if s.alloc == nil {
 		return
 	}
-	s.alloc.Release(obj.(*corev1.Service))
+	s.alloc.Release(ctx, obj.(*corev1.Service))
 }
