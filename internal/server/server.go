@@ -104,6 +104,14 @@ func ClientHost(bindAddress string) string {
 // Run starts the control plane and blocks until ctx is done or a component
 // fails; then it stops the API server, then etcd.
 func Run(ctx context.Context, cfg Config) (err error) {
+	// Cancelled while a component was still starting (a slow containerd, a
+	// Lease not yet won): that is a clean stop, not a failure. Registered
+	// first, so it sees the error after every other deferred stop.
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	}()
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = DefaultReadyTimeout
 	}

@@ -106,7 +106,10 @@ func runServer(t *testing.T, cfg Config) (stop func() error) {
 
 func TestRunAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, BindAddress: "127.0.0.1"}
+	// The control plane alone: the node agent and cluster DNS are host-wide
+	// (the cni0 bridge, the skiff-proxy table, port 53) and are tested by
+	// test/e2e, which may run beside this package.
+	cfg := Config{DataDir: dir, BindAddress: "127.0.0.1", DisableAgent: true, Services: ServicesConfig{DisableDNS: true}}
 	stop := runServer(t, cfg)
 
 	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
