@@ -125,7 +125,7 @@ type apiResource struct {
 // keyed by "NAME APIVERSION"; each row must be exactly this.
 var coreAPIResources = map[string]apiResource{
 	"pods v1":                            {"po", "true", "Pod", "create,delete,deletecollection,get,list,patch,update,watch", "all"},
-	"services v1":                        {"svc", "true", "Service", "create,delete,get,list,patch,update,watch", "all"},
+	"services v1":                        {"svc", "true", "Service", "create,delete,deletecollection,get,list,patch,update,watch", "all"},
 	"configmaps v1":                      {"cm", "true", "ConfigMap", "create,delete,deletecollection,get,list,patch,update,watch", ""},
 	"secrets v1":                         {"", "true", "Secret", "create,delete,deletecollection,get,list,patch,update,watch", ""},
 	"namespaces v1":                      {"ns", "false", "Namespace", "create,delete,get,list,patch,update,watch", ""},
