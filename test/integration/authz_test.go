@@ -3,6 +3,12 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -330,7 +337,7 @@ func TestAuthzReviews(t *testing.T) {
 	}
 	lsar, err := admin.AuthorizationV1().LocalSubjectAccessReviews(ns).Create(ctx, &authorizationv1.LocalSubjectAccessReview{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns},
-		Spec: authorizationv1.SubjectAccessReviewSpec{User: "viewer", ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Resource: "pods"}}}, metav1.CreateOptions{})
+		Spec:       authorizationv1.SubjectAccessReviewSpec{User: "viewer", ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Resource: "pods"}}}, metav1.CreateOptions{})
 	if err != nil || lsar.Status.Allowed {
 		t.Errorf("LocalSubjectAccessReview delete: %+v, %v, want not allowed", lsar.Status, err)
 	}
@@ -397,4 +404,66 @@ func kubectlAs(t *testing.T, kubeconfig string, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.String()
+}
+
+// TestAuthzJoiningAgent: what a joining agent does under Node,RBAC. The
+// bootstrap user asks for its certificate and nothing else; the node's
+// proxy and network policy read what they program (skiff:node-network).
+func TestAuthzJoiningAgent(t *testing.T) {
+	c := startRBAC(t)
+	ctx := testCtx(t, 60*time.Second)
+	boot := as(t, c, "system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:skiff:default-node-token")
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "node-csr-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    testCSRPEM(t, "system:node:n9"),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}
+	created, err := boot.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("bootstrap user creates its CSR: %v", err)
+	}
+	if _, err := boot.CertificatesV1().CertificateSigningRequests().Get(ctx, created.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("bootstrap user reads its CSR: %v", err)
+	}
+	_, err = boot.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	wantForbidden(t, err, `secrets is forbidden: User "system:bootstrap:abcdef" cannot list resource "secrets" in API group "" in the namespace "kube-system"`)
+
+	node := as(t, c, "system:node:n9", "system:nodes")
+	for what, list := range map[string]func() error{
+		"services": func() error { _, err := node.CoreV1().Services("").List(ctx, metav1.ListOptions{}); return err },
+		"endpointslices": func() error {
+			_, err := node.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"pods":       func() error { _, err := node.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); return err },
+		"namespaces": func() error { _, err := node.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); return err },
+		"networkpolicies": func() error {
+			_, err := node.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+			return err
+		},
+	} {
+		if err := list(); err != nil {
+			t.Errorf("node lists %s: %v", what, err)
+		}
+	}
+	_, err = node.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("node lists every configmap: %v, want 403", err)
+	}
+}
+
+func testCSRPEM(t *testing.T, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
 }
