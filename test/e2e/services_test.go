@@ -155,6 +155,14 @@ func TestServices(t *testing.T) {
 		podIPs = append(podIPs, p.Status.PodIP)
 	}
 	ip := web.Spec.ClusterIP
+	// Ready pods are not yet programmed endpoints: the EndpointSlice
+	// controller and the proxy's rate-bounded sync follow. On a loaded
+	// machine that takes seconds, so wait until the host reaches every
+	// replica through the ClusterIP before asking pods to.
+	waitFor(t, 60*time.Second, "the ClusterIP to reach all 3 replicas from the host", func() bool {
+		seen, err := hostGet("http://"+net.JoinHostPort(ip, "80")+"/", 30)
+		return err == nil && len(seen) == 3
+	})
 
 	// The image's static busybox wget crashes, and its libc cannot resolve
 	// names without NSS modules, so clients speak HTTP with nc and resolve
