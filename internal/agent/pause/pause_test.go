@@ -108,9 +108,10 @@ func TestPauseReapsOrphansAsPID1(t *testing.T) {
 	pid := strconv.Itoa(cmd.Process.Pid)
 
 	// sh starts a sleep and exits at once: the sleep is orphaned into the
-	// namespace, whose init is pause.
+	// namespace, whose init is pause. It sleeps long enough to be seen
+	// adopted even when nsenter returns slowly on a loaded machine.
 	var out bytes.Buffer
-	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 0.5 & exit 0")
+	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 3 & exit 0")
 	orphan.Stdout, orphan.Stderr = &out, &out
 	if err := orphan.Run(); err != nil {
 		t.Fatalf("nsenter: %v: %s", err, out.String())
