@@ -21,8 +21,8 @@ const LocalPodCIDR = "10.42.0.0/24"
 
 // launchAgent starts the node agent of this host in process (unless
 // --disable-agent): the node is named after the hostname and talks to the
-// API server with the admin identity (there is no node identity for the
-// server's own agent yet).
+// API server with restConfig, the node's own identity
+// (system:node:<hostname> in system:nodes, identities.go).
 func launchAgent(ctx context.Context, cfg Config, restConfig *rest.Config) (*lifecycle.Handle, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the node agent needs root (containerd, runc, CNI): run skiff server as root, or pass --disable-agent for a control plane without a node")

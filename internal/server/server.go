@@ -211,7 +211,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("join token: %w", err)
 	}
 
-	cmHandle, err := launchControllerManager(ctx, cfg, bundle.AdminRESTConfig(serverURL), registry)
+	// Each component talks to the API server under its own identity
+	// (identities.go), with the bootstrap policy's least privilege.
+	cmConfig, err := identityConfig(bundle, serverURL, "kube-controller-manager", pki.ControllerManagerUser, nil)
+	if err != nil {
+		return err
+	}
+	cmHandle, err := launchControllerManager(ctx, cfg, cmConfig, registry)
 	if err != nil {
 		return err
 	}
@@ -223,7 +229,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
-	schedHandle, err := launchScheduler(ctx, cfg, bundle.AdminRESTConfig(serverURL), registry)
+	schedConfig, err := identityConfig(bundle, serverURL, "kube-scheduler", pki.SchedulerUser, nil)
+	if err != nil {
+		return err
+	}
+	schedHandle, err := launchScheduler(ctx, cfg, schedConfig, registry)
 	if err != nil {
 		return err
 	}
@@ -259,7 +269,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.DisableAgent {
 		logger.V(1).Info("Node agent disabled")
 	} else {
-		agentHandle, launchErr := launchAgent(ctx, cfg, bundle.AdminRESTConfig(serverURL))
+		nodeConfig, idErr := identityConfig(bundle, serverURL, "kubelet-client", pki.NodeUser(nodeName(cfg)), []string{pki.NodesGroup})
+		if idErr != nil {
+			return idErr
+		}
+		agentHandle, launchErr := launchAgent(ctx, cfg, nodeConfig)
 		if launchErr != nil {
 			return launchErr
 		}
