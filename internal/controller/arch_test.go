@@ -4,7 +4,7 @@
 //     the storage's or etcd's packages;
 //   - no controller imports another: the manager wires them, and what two
 //     controllers share lives in a package of its own (controllercontext,
-//     worker, podendpoint);
+//     worker, podendpoint, podowner);
 //   - every work queue is drained by internal/controller/worker: no
 //     controller keeps its own copy of the loop, waits for caches itself,
 //     or drops the error of AddEventHandler.

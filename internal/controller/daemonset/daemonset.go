@@ -43,6 +43,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/podowner"
 	"github.com/skiff-sh/skiff/internal/controller/revision"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
@@ -66,8 +67,6 @@ const (
 	ReasonFailedCreate       = "FailedCreate"
 	ReasonSuccessfulDelete   = "SuccessfulDelete"
 	ReasonFailedDelete       = "FailedDelete"
-
-	podOwnerIndex = "skiff.sh/daemonset-controller-owner"
 )
 
 var controllerKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
@@ -122,10 +121,8 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		failedPods:   flowcontrol.NewFakeBackOff(time.Second, 15*time.Minute, clk),
 	}
 	c.queue = worker.NewQueue(Name, c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
-	if err := pods.Informer().AddIndexers(cache.Indexers{podOwnerIndex: ownerIndex}); err != nil {
-		if _, exists := pods.Informer().GetIndexer().GetIndexers()[podOwnerIndex]; !exists {
-			return nil, fmt.Errorf("%s: pod index: %w", Name, err)
-		}
+	if err := podowner.AddIndex(pods.Informer()); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if _, err := dss.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -172,19 +169,6 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	})
 	return worker.Run(ctx, Name, c.synced, c.queue, gc)
-}
-
-// ownerIndex indexes pods by "<namespace>/<controller UID>", orphans by
-// "<namespace>/".
-func ownerIndex(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		return []string{pod.Namespace + "/" + string(ref.UID)}, nil
-	}
-	return []string{pod.Namespace + "/"}, nil
 }
 
 // --- event handlers: they only enqueue keys and note observations.
@@ -445,11 +429,11 @@ func (c *Controller) update(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 // selector, plus matching orphans it adopts (after a live check that it is
 // not being deleted); it releases controlled pods that no longer match.
 func (c *Controller) claimPods(ctx context.Context, ds *appsv1.DaemonSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	owned, err := c.podIndexer.ByIndex(podOwnerIndex, ds.Namespace+"/"+string(ds.UID))
+	owned, err := podowner.Owned(c.podIndexer, ds.Namespace, ds.UID)
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := c.podIndexer.ByIndex(podOwnerIndex, ds.Namespace+"/")
+	orphans, err := podowner.Orphans(c.podIndexer, ds.Namespace)
 	if err != nil {
 		return nil, err
 	}

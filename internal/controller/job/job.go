@@ -40,6 +40,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/podowner"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
@@ -53,10 +54,6 @@ const (
 	MaxUncountedPods = 500
 	// MaxPodCreateDeletePerSync caps the pods created or deleted in a sync.
 	MaxPodCreateDeletePerSync = 500
-
-	// podIndexName indexes pods by their controller's UID ("" key prefix
-	// "orphan/" + namespace for pods without a controller).
-	podIndexName = "skiff.sh/job-controller-uid"
 
 	// Event reasons, as upstream.
 	ReasonSuccessfulCreate = "SuccessfulCreate"
@@ -110,8 +107,8 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 	}
 	jobs := cc.Informers.Batch().V1().Jobs()
 	pods := cc.Informers.Core().V1().Pods()
-	if err := pods.Informer().AddIndexers(cache.Indexers{podIndexName: indexByController}); err != nil {
-		return nil, fmt.Errorf("job: pod index: %w", err)
+	if err := podowner.AddIndex(pods.Informer()); err != nil {
+		return nil, fmt.Errorf("job: %w", err)
 	}
 	c := &Controller{
 		client:                cc.Client,
@@ -151,17 +148,6 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		return nil, fmt.Errorf("job: pods handler: %w", err)
 	}
 	return c, nil
-}
-
-func indexByController(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return []string{string(ref.UID)}, nil
-	}
-	return []string{"orphan/" + pod.Namespace}, nil
 }
 
 // Start runs the workers until ctx is done.

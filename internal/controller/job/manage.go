@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/controller/podowner"
 )
 
 // podsForJob returns the pods the Job owns, adopting matching orphans
@@ -26,11 +28,11 @@ func (c *Controller) podsForJob(ctx context.Context, job *batchv1.Job) ([]*corev
 	if err != nil {
 		return nil, fmt.Errorf("job %s selector: %w", key(job), err)
 	}
-	owned, err := c.podIndex.ByIndex(podIndexName, string(job.UID))
+	owned, err := podowner.Owned(c.podIndex, job.Namespace, job.UID)
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := c.podIndex.ByIndex(podIndexName, "orphan/"+job.Namespace)
+	orphans, err := podowner.Orphans(c.podIndex, job.Namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/podowner"
 	"github.com/skiff-sh/skiff/internal/controller/revision"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
@@ -55,8 +56,6 @@ const (
 	DefaultWorkers = 5
 	// maxBatch caps a slow-start batch (Parallel management).
 	maxBatch = 500
-
-	podOwnerIndex = "skiff.sh/statefulset-controller-owner"
 )
 
 // Controller is the StatefulSet controller.
@@ -103,10 +102,8 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		clock:      clk,
 	}
 	c.queue = worker.NewQueue(Name, c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
-	if err := pods.Informer().AddIndexers(cache.Indexers{podOwnerIndex: ownerIndex}); err != nil {
-		if _, exists := pods.Informer().GetIndexer().GetIndexers()[podOwnerIndex]; !exists {
-			return nil, fmt.Errorf("%s: pod index: %w", Name, err)
-		}
+	if err := podowner.AddIndex(pods.Informer()); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if _, err := sets.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -134,17 +131,6 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
 	return worker.Run(ctx, Name, c.synced, c.queue)
-}
-
-func ownerIndex(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		return []string{pod.Namespace + "/" + string(ref.UID)}, nil
-	}
-	return []string{pod.Namespace + "/"}, nil
 }
 
 // --- event handlers
@@ -311,11 +297,11 @@ func (c *Controller) canAdopt(ctx context.Context, set *appsv1.StatefulSet) erro
 // match the selector and matching orphans it adopts; it releases
 // controlled pods that no longer match or are not named as its members.
 func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	owned, err := c.podIndexer.ByIndex(podOwnerIndex, set.Namespace+"/"+string(set.UID))
+	owned, err := podowner.Owned(c.podIndexer, set.Namespace, set.UID)
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := c.podIndexer.ByIndex(podOwnerIndex, set.Namespace+"/")
+	orphans, err := podowner.Orphans(c.podIndexer, set.Namespace)
 	if err != nil {
 		return nil, err
 	}
