@@ -107,34 +107,44 @@ func TestPauseReapsOrphansAsPID1(t *testing.T) {
 	waitBlocked(t, cmd.Process.Pid)
 	pid := strconv.Itoa(cmd.Process.Pid)
 
-	// sh starts a sleep and exits at once: the sleep is orphaned into the
-	// namespace, whose init is pause. It sleeps long enough to be seen
-	// adopted even when nsenter returns slowly on a loaded machine.
+	// sh starts a long sleep and exits at once: the sleep is orphaned into
+	// the namespace, whose init is pause. The test, not a timer, ends the
+	// orphan once it has been seen adopted, so a slow machine cannot make
+	// the orphan finish before anyone looked.
 	var out bytes.Buffer
-	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 3 & exit 0")
+	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 600 & exit 0")
 	orphan.Stdout, orphan.Stderr = &out, &out
 	if err := orphan.Run(); err != nil {
 		t.Fatalf("nsenter: %v: %s", err, out.String())
 	}
 	children := "/proc/" + pid + "/task/" + pid + "/children"
-	adopted := false
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	readKids := func() []string {
 		b, err := os.ReadFile(children)
 		if err != nil {
 			t.Skipf("kernel without %s: %v", children, err)
 		}
-		kids := strings.Fields(string(b))
-		if len(kids) > 0 {
-			adopted = true
-		} else if adopted {
-			return // the orphan exited and was reaped (a zombie stays listed)
+		return strings.Fields(string(b))
+	}
+	var kids []string
+	deadline := time.Now().Add(30 * time.Second)
+	for len(kids) == 0 && time.Now().Before(deadline) {
+		kids = readKids()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(kids) == 0 {
+		t.Fatal("the orphan was never adopted by pause")
+	}
+	for _, k := range kids {
+		if n, err := strconv.Atoi(k); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	// A killed child that is not reaped stays listed as a zombie.
+	for time.Now().Before(deadline) {
+		if len(readKids()) == 0 {
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !adopted {
-		t.Fatal("the orphan was never adopted by pause")
-	}
-	b, _ := os.ReadFile(children)
-	t.Fatalf("pause still has children %q 10s later: the exited orphan was not reaped", strings.TrimSpace(string(b)))
+	t.Fatalf("pause still has children %q after they were killed: the orphan was not reaped", strings.Join(readKids(), " "))
 }
