@@ -112,7 +112,7 @@ func TestPauseReapsOrphansAsPID1(t *testing.T) {
 	// orphan once it has been seen adopted, so a slow machine cannot make
 	// the orphan finish before anyone looked.
 	var out bytes.Buffer
-	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 600 & exit 0")
+	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 600 >/dev/null 2>&1 & exit 0")
 	orphan.Stdout, orphan.Stderr = &out, &out
 	if err := orphan.Run(); err != nil {
 		t.Fatalf("nsenter: %v: %s", err, out.String())
