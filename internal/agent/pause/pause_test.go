@@ -110,7 +110,8 @@ func TestPauseReapsOrphansAsPID1(t *testing.T) {
 	// sh starts a long sleep and exits at once: the sleep is orphaned into
 	// the namespace, whose init is pause. The test, not a timer, ends the
 	// orphan once it has been seen adopted, so a slow machine cannot make
-	// the orphan finish before anyone looked.
+	// the orphan finish before anyone looked. Its output goes to /dev/null:
+	// an orphan holding the pipe would keep Run waiting until it exits.
 	var out bytes.Buffer
 	orphan := exec.Command(nsenter, "-t", pid, "-p", "--", "/bin/sh", "-c", "sleep 600 >/dev/null 2>&1 & exit 0")
 	orphan.Stdout, orphan.Stderr = &out, &out
