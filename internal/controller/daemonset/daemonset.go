@@ -43,6 +43,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/controllerref"
 	"github.com/skiff-sh/skiff/internal/controller/podowner"
 	"github.com/skiff-sh/skiff/internal/controller/revision"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
@@ -429,72 +430,30 @@ func (c *Controller) update(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 // selector, plus matching orphans it adopts (after a live check that it is
 // not being deleted); it releases controlled pods that no longer match.
 func (c *Controller) claimPods(ctx context.Context, ds *appsv1.DaemonSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	owned, err := podowner.Owned(c.podIndexer, ds.Namespace, ds.UID)
+	candidates, err := podowner.Candidates(c.podIndexer, ds.Namespace, ds.UID)
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := podowner.Orphans(c.podIndexer, ds.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		out      []*corev1.Pod
-		errs     []error
-		canAdopt *bool
-	)
-	for _, obj := range owned {
-		pod := obj.(*corev1.Pod)
-		if selector.Matches(labels.Set(pod.Labels)) {
-			out = append(out, pod)
-			continue
-		}
-		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, ds.UID, pod.UID)
-		_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			errs = append(errs, fmt.Errorf("release pod %s: %w", pod.Name, err))
-		}
-	}
-	for _, obj := range orphans {
-		pod := obj.(*corev1.Pod)
-		if pod.DeletionTimestamp != nil || !selector.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		if canAdopt == nil {
-			ok := c.canAdopt(ctx, ds) == nil
-			canAdopt = &ok
-		}
-		if !*canAdopt {
-			break
-		}
-		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-			controllerKind.GroupVersion().String(), controllerKind.Kind, ds.Name, ds.UID, pod.UID)
-		adopted, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("adopt pod %s: %w", pod.Name, err))
-			}
-			continue
-		}
-		out = append(out, adopted)
-	}
+	out, err := controllerref.Claimer[*corev1.Pod]{
+		Owner:    ds,
+		GVK:      controllerKind,
+		Match:    func(pod *corev1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) },
+		CanAdopt: func(ctx context.Context) error { return c.canAdopt(ctx, ds) },
+		Patch: func(ctx context.Context, pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+			return c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		},
+		Kind: "pod",
+	}.Claim(ctx, candidates)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // canAdopt re-reads the DaemonSet live: adoption is only for a DaemonSet
 // that still exists with this UID and is not being deleted.
 func (c *Controller) canAdopt(ctx context.Context, ds *appsv1.DaemonSet) error {
-	fresh, err := c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if fresh.UID != ds.UID {
-		return fmt.Errorf("daemon set %s is gone: got uid %s, wanted %s", key(ds), fresh.UID, ds.UID)
-	}
-	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("daemon set %s is being deleted", key(ds))
-	}
-	return nil
+	return controllerref.LiveCheck(ds, "daemon set", func(ctx context.Context) (metav1.Object, error) {
+		return c.client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+	})(ctx)
 }
 
 // podsByNode maps node names to the daemon pods on (or pinned to) them;

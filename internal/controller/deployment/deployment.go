@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/controllerref"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
@@ -301,46 +302,18 @@ func (c *Controller) claimReplicaSets(ctx context.Context, d *appsv1.Deployment)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s/%s has an invalid selector: %w", d.Namespace, d.Name, err)
 	}
-	var (
-		owned    []*appsv1.ReplicaSet
-		canAdopt *bool
-	)
-	adoptable := func() bool {
-		if canAdopt == nil {
-			fresh, err := c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-			ok := err == nil && fresh.UID == d.UID && fresh.DeletionTimestamp == nil
-			canAdopt = &ok
-		}
-		return *canAdopt
-	}
-	for _, rs := range all {
-		ref := metav1.GetControllerOf(rs)
-		match := selector.Matches(labels.Set(rs.Labels))
-		switch {
-		case ref != nil && ref.UID == d.UID:
-			if match {
-				owned = append(owned, rs)
-			} else if d.DeletionTimestamp == nil {
-				patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, d.UID, rs.UID)
-				_, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return nil, fmt.Errorf("release replica set %s: %w", rs.Name, err)
-				}
-			}
-		case ref != nil:
-		case match && rs.DeletionTimestamp == nil && d.DeletionTimestamp == nil && adoptable():
-			patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`, d.Name, d.UID, rs.UID)
-			adopted, err := c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-			if err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return nil, fmt.Errorf("adopt replica set %s: %w", rs.Name, err)
-			}
-			owned = append(owned, adopted)
-		}
-	}
-	return owned, nil
+	return controllerref.Claimer[*appsv1.ReplicaSet]{
+		Owner: d,
+		GVK:   appsv1.SchemeGroupVersion.WithKind("Deployment"),
+		Match: func(rs *appsv1.ReplicaSet) bool { return selector.Matches(labels.Set(rs.Labels)) },
+		CanAdopt: controllerref.LiveCheck(d, "deployment", func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		}),
+		Patch: func(ctx context.Context, rs *appsv1.ReplicaSet, patch []byte) (*appsv1.ReplicaSet, error) {
+			return c.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		},
+		Kind: "replica set",
+	}.Claim(ctx, all)
 }
 
 // podsByReplicaSet groups the pods of d's ReplicaSets by their UID.

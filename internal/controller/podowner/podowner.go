@@ -50,3 +50,23 @@ func Owned(idx cache.Indexer, namespace string, uid types.UID) ([]any, error) {
 func Orphans(idx cache.Indexer, namespace string) ([]any, error) {
 	return idx.ByIndex(IndexName, namespace+"/")
 }
+
+// Candidates returns the pods in namespace that the controller with uid may
+// claim: those it controls and the orphans, in that order.
+func Candidates(idx cache.Indexer, namespace string, uid types.UID) ([]*corev1.Pod, error) {
+	owned, err := Owned(idx, namespace, uid)
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := Orphans(idx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, 0, len(owned)+len(orphans))
+	for _, obj := range append(owned, orphans...) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}

@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/controllerref"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
@@ -337,71 +339,18 @@ func replicas(rs *appsv1.ReplicaSet) int32 {
 // re-checked against a fresh read of the owner, so a deleted and recreated
 // owner never adopts pods on behalf of the old one.
 func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
-	var (
-		owned    []*corev1.Pod
-		errs     []error
-		canAdopt *bool
-	)
-	adoptable := func() bool {
-		if canAdopt == nil {
-			ok := false
-			fresh, err := c.kind.getLive(ctx, rs.Namespace, rs.Name)
-			if err == nil && fresh.UID == rs.UID && fresh.DeletionTimestamp == nil {
-				ok = true
-			}
-			canAdopt = &ok
-		}
-		return *canAdopt
-	}
-	for _, pod := range pods {
-		ref := metav1.GetControllerOf(pod)
-		match := selector.Matches(labels.Set(pod.Labels))
-		switch {
-		case ref != nil && ref.UID == rs.UID:
-			if match {
-				owned = append(owned, pod)
-				continue
-			}
-			if rs.DeletionTimestamp != nil {
-				continue
-			}
-			if err := c.releasePod(ctx, rs, pod); err != nil {
-				errs = append(errs, err)
-			}
-		case ref != nil:
-			// Another controller's pod.
-		case match && pod.DeletionTimestamp == nil && rs.DeletionTimestamp == nil && adoptable():
-			adopted, err := c.adoptPod(ctx, rs, pod)
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			owned = append(owned, adopted)
-		}
-	}
-	return owned, errors.Join(errs...)
-}
-
-func (c *Controller) adoptPod(ctx context.Context, rs *appsv1.ReplicaSet, pod *corev1.Pod) (*corev1.Pod, error) {
-	ref := c.kind.ownerRef(rs)
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-		ref.APIVersion, ref.Kind, ref.Name, ref.UID, pod.UID)
-	out, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("adopt pod %s: %w", pod.Name, err)
-	}
-	return out, nil
-}
-
-func (c *Controller) releasePod(ctx context.Context, rs *appsv1.ReplicaSet, pod *corev1.Pod) error {
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, rs.UID, pod.UID)
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-		return fmt.Errorf("release pod %s: %w", pod.Name, err)
-	}
-	return nil
+	return controllerref.Claimer[*corev1.Pod]{
+		Owner: rs,
+		GVK:   c.kind.gvk,
+		Match: func(pod *corev1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) },
+		CanAdopt: controllerref.LiveCheck(rs, c.kind.name, func(ctx context.Context) (metav1.Object, error) {
+			return c.kind.getLive(ctx, rs.Namespace, rs.Name)
+		}),
+		Patch: func(ctx context.Context, pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+			return c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		},
+		Kind: "pod",
+	}.Claim(ctx, pods)
 }
 
 // manageReplicas creates or deletes pods so that there are spec.replicas.

@@ -34,6 +34,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+
+	"github.com/skiff-sh/skiff/internal/controller/controllerref"
 )
 
 // HashLabel is the label upstream's history puts on the revisions it
@@ -162,68 +164,16 @@ func (h History) Claim(ctx context.Context, o Owner) ([]*appsv1.ControllerRevisi
 	if err != nil {
 		return nil, err
 	}
-	var (
-		out      []*appsv1.ControllerRevision
-		errs     []error
-		adoptErr error
-		asked    bool
-	)
-	for _, r := range all {
-		ref := metav1.GetControllerOfNoCopy(r)
-		match := o.Selector.Matches(labels.Set(r.Labels))
-		switch {
-		case ref != nil && ref.UID == o.GetUID():
-			if match {
-				out = append(out, r)
-				continue
-			}
-			if o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := h.release(ctx, o, r); err != nil {
-				errs = append(errs, err)
-			}
-		case ref != nil || !match || r.DeletionTimestamp != nil || o.GetDeletionTimestamp() != nil:
-		default:
-			if !asked {
-				asked = true
-				if o.CanAdopt != nil {
-					adoptErr = o.CanAdopt(ctx)
-				}
-			}
-			if adoptErr != nil {
-				continue
-			}
-			adopted, err := h.adopt(ctx, o, r)
-			if err != nil {
-				if !apierrors.IsNotFound(err) {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			out = append(out, adopted)
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-func (h History) adopt(ctx context.Context, o Owner, r *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-		o.GVK.GroupVersion().String(), o.GVK.Kind, o.GetName(), o.GetUID(), r.UID)
-	out, err := h.Client.AppsV1().ControllerRevisions(r.Namespace).Patch(ctx, r.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("adopt controllerrevision %s: %w", r.Name, err)
-	}
-	return out, nil
-}
-
-func (h History) release(ctx context.Context, o Owner, r *appsv1.ControllerRevision) error {
-	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, o.GetUID(), r.UID)
-	_, err := h.Client.AppsV1().ControllerRevisions(r.Namespace).Patch(ctx, r.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-		return fmt.Errorf("release controllerrevision %s: %w", r.Name, err)
-	}
-	return nil
+	return controllerref.Claimer[*appsv1.ControllerRevision]{
+		Owner:    o,
+		GVK:      o.GVK,
+		Match:    func(r *appsv1.ControllerRevision) bool { return o.Selector.Matches(labels.Set(r.Labels)) },
+		CanAdopt: o.CanAdopt,
+		Patch: func(ctx context.Context, r *appsv1.ControllerRevision, patch []byte) (*appsv1.ControllerRevision, error) {
+			return h.Client.AppsV1().ControllerRevisions(r.Namespace).Patch(ctx, r.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		},
+		Kind: "controllerrevision",
+	}.Claim(ctx, all)
 }
 
 // New is an unsaved revision of owner holding data, named and labelled as

@@ -44,6 +44,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/controllerref"
 	"github.com/skiff-sh/skiff/internal/controller/podowner"
 	"github.com/skiff-sh/skiff/internal/controller/revision"
 	"github.com/skiff-sh/skiff/internal/controller/worker"
@@ -279,76 +280,36 @@ func (c *Controller) Sync(ctx context.Context, setKey string) error {
 	return nil
 }
 
+// canAdopt re-reads the set live: adoption is only for a set that still
+// exists with this UID and is not being deleted.
 func (c *Controller) canAdopt(ctx context.Context, set *appsv1.StatefulSet) error {
-	fresh, err := c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if fresh.UID != set.UID {
-		return fmt.Errorf("statefulset %s is gone: got uid %s, wanted %s", key(set), fresh.UID, set.UID)
-	}
-	if fresh.DeletionTimestamp != nil {
-		return fmt.Errorf("statefulset %s is being deleted", key(set))
-	}
-	return nil
+	return controllerref.LiveCheck(set, "statefulset", func(ctx context.Context) (metav1.Object, error) {
+		return c.client.AppsV1().StatefulSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	})(ctx)
 }
 
 // claimPods returns the set's pods (named <set>-<n>): controlled ones that
 // match the selector and matching orphans it adopts; it releases
 // controlled pods that no longer match or are not named as its members.
 func (c *Controller) claimPods(ctx context.Context, set *appsv1.StatefulSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	owned, err := podowner.Owned(c.podIndexer, set.Namespace, set.UID)
+	candidates, err := podowner.Candidates(c.podIndexer, set.Namespace, set.UID)
 	if err != nil {
 		return nil, err
 	}
-	orphans, err := podowner.Orphans(c.podIndexer, set.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		out      []*corev1.Pod
-		errs     []error
-		canAdopt *bool
-	)
-	for _, obj := range owned {
-		pod := obj.(*corev1.Pod)
-		if selector.Matches(labels.Set(pod.Labels)) && isMemberOf(set, pod) {
-			out = append(out, pod)
-			continue
-		}
-		if set.DeletionTimestamp != nil {
-			continue
-		}
-		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, set.UID, pod.UID)
-		if _, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsInvalid(err) {
-			errs = append(errs, fmt.Errorf("release pod %s: %w", pod.Name, err))
-		}
-	}
-	for _, obj := range orphans {
-		pod := obj.(*corev1.Pod)
-		if pod.DeletionTimestamp != nil || set.DeletionTimestamp != nil || !selector.Matches(labels.Set(pod.Labels)) || !isMemberOf(set, pod) {
-			continue
-		}
-		if canAdopt == nil {
-			ok := c.canAdopt(ctx, set) == nil
-			canAdopt = &ok
-		}
-		if !*canAdopt {
-			break
-		}
-		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
-			controllerKind.GroupVersion().String(), controllerKind.Kind, set.Name, set.UID, pod.UID)
-		adopted, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("adopt pod %s: %w", pod.Name, err))
-			}
-			continue
-		}
-		out = append(out, adopted)
-	}
+	out, err := controllerref.Claimer[*corev1.Pod]{
+		Owner: set,
+		GVK:   controllerKind,
+		Match: func(pod *corev1.Pod) bool {
+			return selector.Matches(labels.Set(pod.Labels)) && isMemberOf(set, pod)
+		},
+		CanAdopt: func(ctx context.Context) error { return c.canAdopt(ctx, set) },
+		Patch: func(ctx context.Context, pod *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+			return c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		},
+		Kind: "pod",
+	}.Claim(ctx, candidates)
 	sort.Slice(out, func(i, j int) bool { return ordinalOf(out[i]) < ordinalOf(out[j]) })
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // update is upstream's UpdateStatefulSet: revisions, pods, status, then
