@@ -44,6 +44,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/backoff"
+	"github.com/skiff-sh/skiff/internal/kubelet/eviction"
+	"github.com/skiff-sh/skiff/internal/kubelet/cni"
 	"github.com/skiff-sh/skiff/internal/kubelet/volume"
 )
 
@@ -76,6 +78,13 @@ type Options struct {
 	// CNIConfDir receives the CNI config once the node has a pod CIDR;
 	// empty leaves networking to the runtime's own configuration.
 	CNIConfDir string
+	// CNI is the template of that config (bridge, host-local's store,
+	// masquerade); the kubelet fills in the pod CIDRs.
+	CNI cni.Config
+	// CgroupRoot is the cgroup under which pods' kubepods hierarchy lives
+	// (upstream's --cgroup-root; default "/": /kubepods/...). Agents
+	// sharing a host give each its own.
+	CgroupRoot string
 	// PodCIDR is set on the Node at registration when it has none (for
 	// clusters without a node-IPAM controller).
 	PodCIDR string
@@ -86,13 +95,23 @@ type Options struct {
 	NodeLabels         map[string]string
 	RegisterWithTaints []corev1.Taint
 	// KubeReserved and SystemReserved are subtracted from capacity for
-	// allocatable, as is the memory.available hard eviction threshold.
+	// allocatable, as are the memory.available and nodefs.available hard
+	// eviction thresholds.
 	KubeReserved   corev1.ResourceList
 	SystemReserved corev1.ResourceList
-	// EvictionHardMemory is the memory.available threshold (default 100Mi);
-	// EvictionHardNodefsPercent the nodefs.available one (default 10).
-	EvictionHardMemory        resource.Quantity
-	EvictionHardNodefsPercent int
+	// Eviction configures the eviction manager (evict.go); nil Thresholds
+	// means eviction.DefaultHard, an empty non-nil slice none.
+	// EvictionInterval is how often it observes the node (default 10 s).
+	Eviction         eviction.Config
+	EvictionInterval time.Duration
+	// Stats observes the node and pods for eviction (default: the host's
+	// cgroups, filesystems and CRI stats).
+	Stats StatsProvider
+	// GC configures image and dead-container garbage collection (gc.go).
+	GC GCOptions
+	// Metrics receives pod start, pod worker, eviction and image GC
+	// measurements (default: none kept).
+	Metrics Metrics
 	// MaxPods (default 110).
 	MaxPods int
 	// ClusterDNS and ClusterDomain fill ClusterFirst pods' resolv.conf.
@@ -146,11 +165,15 @@ func (o *Options) defaults() {
 	if o.RelistPeriod <= 0 {
 		o.RelistPeriod = DefaultRelistPeriod
 	}
-	if o.EvictionHardMemory.IsZero() {
-		o.EvictionHardMemory = resource.MustParse("100Mi")
+	if o.Eviction.Thresholds == nil {
+		o.Eviction.Thresholds, _ = eviction.Parse(eviction.DefaultHard, "", "")
 	}
-	if o.EvictionHardNodefsPercent == 0 {
-		o.EvictionHardNodefsPercent = 10
+	if o.EvictionInterval <= 0 {
+		o.EvictionInterval = DefaultEvictionInterval
+	}
+	o.GC.defaults()
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -180,6 +203,9 @@ type Kubelet struct {
 	runtimeName    string
 	runtimeVersion string
 
+	stats   StatsProvider
+	metrics Metrics
+
 	mu           sync.Mutex
 	workers      map[types.UID]*podWorker
 	pods         map[types.UID]*corev1.Pod // as last seen by the informer
@@ -194,6 +220,12 @@ type Kubelet struct {
 	// containerSnap is the last relist's containers by "<pod uid>/<name>"
 	// (the probes read it instead of asking the runtime each second).
 	containerSnap map[string][]*runtimeapi.Container
+	// evictionState and pressure are the eviction manager's (evict.go).
+	evictionState eviction.State
+	pressure      []corev1.NodeConditionType
+	// imagesLastUsed is when image GC last saw each image in use (gc.go).
+	imagesLastUsed map[string]time.Time
+	imagesFirstSeen map[string]time.Time
 }
 
 // New returns a kubelet for the node opts.NodeName that talks to the API
@@ -215,6 +247,11 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 		admitted:     map[types.UID]bool{},
 		statusKick:   make(chan struct{}, 1),
 		runtimeName:  "containerd",
+		metrics:      opts.Metrics,
+	}
+	k.stats = opts.Stats
+	if k.stats == nil {
+		k.stats = newHostStats(k)
 	}
 	k.volumes = volume.NewManager(opts.RootDir, k)
 	k.volumes.Allocatable = k.allocatable
@@ -315,6 +352,8 @@ func (k *Kubelet) Start(ctx context.Context) error {
 	run(k.statusLoop)
 	run(k.relistLoop)
 	run(k.housekeeping)
+	run(k.evictionLoop)
+	run(k.gcLoop)
 	k.cleanupOrphans(ctx)
 	k.readyOnce.Do(func() { close(k.ready) })
 	logger.Info("Kubelet ready", "runtime", k.runtimeName+"://"+k.runtimeVersion)

@@ -416,7 +416,9 @@ func (k *Kubelet) nodeChanged(ctx context.Context, n *corev1.Node) {
 	}
 	logger := klog.FromContext(ctx)
 	if k.opts.CNIConfDir != "" {
-		changed, err := cni.Write(k.opts.CNIConfDir, cni.Config{PodCIDRs: cidrs})
+		conf := k.opts.CNI
+		conf.PodCIDRs = cidrs
+		changed, err := cni.Write(k.opts.CNIConfDir, conf)
 		if err != nil {
 			logger.Error(err, "Unable to write the CNI config")
 			return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,17 +45,20 @@ func hostname(pod *corev1.Pod) string {
 	return h
 }
 
-// cgroupParent is the pod's cgroup under kubepods (cgroupfs layout):
-// /kubepods/pod<uid> for Guaranteed, /kubepods/burstable/pod<uid> and
-// /kubepods/besteffort/pod<uid>.
-func cgroupParent(pod *corev1.Pod) string {
+// cgroupParent is the pod's cgroup under <root>/kubepods (cgroupfs
+// layout): kubepods/pod<uid> for Guaranteed, kubepods/burstable/pod<uid>
+// and kubepods/besteffort/pod<uid>; root is Options.CgroupRoot ("/").
+func cgroupParent(root string, pod *corev1.Pod) string {
+	if root == "" {
+		root = "/"
+	}
 	switch podstatus.QOSClass(pod) {
 	case corev1.PodQOSGuaranteed:
-		return "/kubepods/pod" + string(pod.UID)
+		return path.Join(root, "kubepods", "pod"+string(pod.UID))
 	case corev1.PodQOSBestEffort:
-		return "/kubepods/besteffort/pod" + string(pod.UID)
+		return path.Join(root, "kubepods", "besteffort", "pod"+string(pod.UID))
 	}
-	return "/kubepods/burstable/pod" + string(pod.UID)
+	return path.Join(root, "kubepods", "burstable", "pod"+string(pod.UID))
 }
 
 // dnsConfig is the pod's resolv.conf as upstream's DNS configurer builds it.
@@ -206,7 +210,7 @@ func (k *Kubelet) sandboxConfig(pod *corev1.Pod, attempt int) *runtimeapi.PodSan
 			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
 		}
 	}
-	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent(pod), SecurityContext: sc, Sysctls: map[string]string{}}
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: cgroupParent(k.opts.CgroupRoot, pod), SecurityContext: sc, Sysctls: map[string]string{}}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		for _, s := range psc.Sysctls {
 			cfg.Linux.Sysctls[s.Name] = s.Value

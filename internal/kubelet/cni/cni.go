@@ -35,8 +35,15 @@ type Config struct {
 	// MTU of the bridge and veths (0: the kernel's default).
 	MTU int
 	// NoMasquerade leaves traffic from pods to addresses outside the pod
-	// CIDR unmasqueraded (by default the bridge plugin masquerades it).
+	// CIDR unmasqueraded (by default the bridge plugin masquerades it). The
+	// node agent sets it: its pod-routes loop masquerades only traffic that
+	// leaves the whole cluster's pod network, so pods on different nodes
+	// see each other's own addresses (internal/agent/routes).
 	NoMasquerade bool
+	// IPAMDataDir is where host-local keeps its leases (default
+	// /var/lib/cni/networks). Each agent on a host needs its own: the
+	// store is keyed by network name, which every Skiff node shares.
+	IPAMDataDir string
 }
 
 // Generate returns the conflist JSON.
@@ -60,6 +67,10 @@ func Generate(c Config) ([]byte, error) {
 		gw := p.Addr().Next()
 		ranges = append(ranges, []map[string]string{{"subnet": p.String(), "gateway": gw.String()}})
 	}
+	ipam := map[string]any{"type": "host-local", "ranges": ranges}
+	if c.IPAMDataDir != "" {
+		ipam["dataDir"] = c.IPAMDataDir
+	}
 	bridge := map[string]any{
 		"type":             "bridge",
 		"bridge":           c.Bridge,
@@ -69,10 +80,7 @@ func Generate(c Config) ([]byte, error) {
 		// isDefaultGateway makes the bridge's address each pod's default
 		// route, so IPAM adds no routes of its own (a second default
 		// route would fail with "file exists").
-		"ipam": map[string]any{
-			"type":   "host-local",
-			"ranges": ranges,
-		},
+		"ipam": ipam,
 	}
 	if c.MTU > 0 {
 		bridge["mtu"] = c.MTU

@@ -37,6 +37,27 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+func TestGenerateForAgent(t *testing.T) {
+	b, err := Generate(Config{PodCIDRs: []string{"10.42.1.0/24"}, NoMasquerade: true, IPAMDataDir: "/var/lib/skiff-b/agent/cni/networks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Plugins []struct {
+			IPMasq *bool `json:"ipMasq"`
+			IPAM   *struct {
+				DataDir string `json:"dataDir"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if br := got.Plugins[0]; br.IPMasq == nil || *br.IPMasq || br.IPAM == nil || br.IPAM.DataDir != "/var/lib/skiff-b/agent/cni/networks" {
+		t.Errorf("bridge plugin: ipMasq=%v ipam=%+v, want ipMasq false and the agent's dataDir", br.IPMasq, br.IPAM)
+	}
+}
+
 func TestGenerateRejects(t *testing.T) {
 	for _, c := range []Config{{}, {PodCIDRs: []string{"10.42.0.0"}}} {
 		if _, err := Generate(c); err == nil {
