@@ -78,6 +78,9 @@ type Bundle struct {
 	// AdminCertPEM and AdminKeyPEM are the admin client credentials.
 	AdminCertPEM []byte
 	AdminKeyPEM  []byte
+	// ServiceAccountKey signs service-account tokens (sa.key; its public
+	// half is sa.pub).
+	ServiceAccountKey crypto.Signer
 
 	caKey crypto.Signer
 }
@@ -173,6 +176,9 @@ func Ensure(dir string, opts Options) (*Bundle, error) {
 	}
 	if b.AdminCertPEM, b.AdminKeyPEM, err = b.ensureLeaf(AdminCertFile, AdminKeyFile, adminTmpl, adminOK, opts); err != nil {
 		return nil, fmt.Errorf("admin certificate: %w", err)
+	}
+	if b.ServiceAccountKey, err = EnsureServiceAccountKey(dir); err != nil {
+		return nil, fmt.Errorf("service-account key: %w", err)
 	}
 	return b, nil
 }
