@@ -86,6 +86,7 @@ func (k *Kubelet) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 		size = resp.GetImage().GetSize()
 	}
 	d := k.clock.Since(start).Round(time.Millisecond)
+	k.podSyncState(pod.UID).pulling += k.clock.Since(start)
 	k.recorder.Eventf(ref, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.", c.Image, d, d, size)
 	return id, nil
 }

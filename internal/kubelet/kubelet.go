@@ -27,7 +27,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,8 +43,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/backoff"
-	"github.com/skiff-sh/skiff/internal/kubelet/eviction"
 	"github.com/skiff-sh/skiff/internal/kubelet/cni"
+	"github.com/skiff-sh/skiff/internal/kubelet/eviction"
 	"github.com/skiff-sh/skiff/internal/kubelet/volume"
 )
 
@@ -224,7 +223,7 @@ type Kubelet struct {
 	evictionState eviction.State
 	pressure      []corev1.NodeConditionType
 	// imagesLastUsed is when image GC last saw each image in use (gc.go).
-	imagesLastUsed map[string]time.Time
+	imagesLastUsed  map[string]time.Time
 	imagesFirstSeen map[string]time.Time
 }
 

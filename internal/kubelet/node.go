@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/cni"
+	"github.com/skiff-sh/skiff/internal/kubelet/eviction"
 )
 
 // Machine is what the node reports about the host.
@@ -106,9 +107,9 @@ func capacity(m Machine, o *Options) (corev1.ResourceList, corev1.ResourceList) 
 		}
 		switch name {
 		case corev1.ResourceMemory:
-			v.Sub(o.EvictionHardMemory)
+			v.Sub(*resource.NewQuantity(eviction.HardValue(o.Eviction.Thresholds, eviction.SignalMemoryAvailable, m.MemoryBytes), resource.BinarySI))
 		case corev1.ResourceEphemeralStorage:
-			v.Sub(*resource.NewQuantity(m.EphemeralBytes*int64(o.EvictionHardNodefsPercent)/100, resource.BinarySI))
+			v.Sub(*resource.NewQuantity(eviction.HardValue(o.Eviction.Thresholds, eviction.SignalNodeFsAvailable, m.EphemeralBytes), resource.BinarySI))
 		}
 		if v.Sign() < 0 {
 			v = *resource.NewQuantity(0, q.Format)
@@ -118,14 +119,25 @@ func capacity(m Machine, o *Options) (corev1.ResourceList, corev1.ResourceList) 
 	return capList, alloc
 }
 
-// nodeConditions returns the four kubelet conditions. Transition times
-// are kept from old when the status did not change.
-func nodeConditions(old []corev1.NodeCondition, readyErr string, now metav1.Time) []corev1.NodeCondition {
+// nodeConditions returns the four kubelet conditions; pressure lists the
+// pressure conditions that are true (the eviction manager's). Transition
+// times are kept from old when the status did not change.
+func nodeConditions(old []corev1.NodeCondition, readyErr string, pressure []corev1.NodeConditionType, now metav1.Time) []corev1.NodeCondition {
 	want := []corev1.NodeCondition{
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: msgSufficientMemory},
 		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: msgNoDiskPressure},
 		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: msgSufficientPID},
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: msgReady},
+	}
+	for _, p := range pressure {
+		switch p {
+		case corev1.NodeMemoryPressure:
+			want[0] = corev1.NodeCondition{Type: p, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientMemory", Message: "kubelet has insufficient memory available"}
+		case corev1.NodeDiskPressure:
+			want[1] = corev1.NodeCondition{Type: p, Status: corev1.ConditionTrue, Reason: "KubeletHasDiskPressure", Message: "kubelet has disk pressure"}
+		case corev1.NodePIDPressure:
+			want[2] = corev1.NodeCondition{Type: p, Status: corev1.ConditionTrue, Reason: "KubeletHasInsufficientPID", Message: "kubelet has insufficient PID available"}
+		}
 	}
 	if readyErr != "" {
 		want[3] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: readyErr}
@@ -182,7 +194,7 @@ func (k *Kubelet) desiredStatus(old *corev1.Node, m Machine, readyErr string) co
 		s.Features = old.Status.Features
 		s.DeclaredFeatures = old.Status.DeclaredFeatures
 	}
-	s.Conditions = nodeConditions(oldConds, readyErr, now)
+	s.Conditions = nodeConditions(oldConds, readyErr, k.pressureConditions(), now)
 	return s
 }
 

@@ -99,6 +99,7 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 	logger := klog.FromContext(ctx).WithValues("podUID", w.uid)
 	ctx = klog.NewContext(ctx, logger)
 	var timer <-chan time.Time
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,7 +107,13 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 		case <-w.wake:
 		case <-timer:
 		}
+		op := "sync"
+		if first {
+			op, first = "create", false
+		}
+		start := k.clock.Now()
 		next, finished := k.syncPod(ctx, w.uid)
+		k.metrics.ObservePodWorker(op, k.clock.Since(start))
 		if finished {
 			k.mu.Lock()
 			// A new event may have arrived for the same uid (it cannot:

@@ -20,6 +20,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/kubelet/eviction"
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstate"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstatus"
@@ -38,6 +39,15 @@ type podSync struct {
 	rejected   bool
 	// retryAt is the earliest back-off expiry, to sync again then.
 	retryAt time.Time
+	// evict is the eviction manager's request (under Kubelet.mu).
+	evict *evictRequest
+	// firstSeen is when the kubelet first synced the pod; startRecorded
+	// says the pod start metrics were taken (or need not be).
+	firstSeen     time.Time
+	startRecorded bool
+	synced        bool
+	// pulling is the time spent pulling images (excluded from the SLI).
+	pulling time.Duration
 }
 
 func (k *Kubelet) podSyncState(uid types.UID) *podSync {
@@ -48,7 +58,7 @@ func (k *Kubelet) podSyncState(uid types.UID) *podSync {
 	}
 	s, ok := k.syncs[uid]
 	if !ok {
-		s = &podSync{reasons: map[string]podstatus.Reason{}}
+		s = &podSync{reasons: map[string]podstatus.Reason{}, firstSeen: k.clock.Now()}
 		k.syncs[uid] = s
 	}
 	return s
@@ -92,6 +102,9 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 	if ps.rejected {
 		return k.finishDeleted(ctx, pod, ps)
 	}
+	if ev := k.pendingEviction(ps); ev != nil && !ps.terminated {
+		return k.syncEvicted(ctx, pod, ps, ev)
+	}
 	terminalPhase := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if pod.DeletionTimestamp != nil || ps.terminated || terminalPhase {
 		return k.syncTerminating(ctx, pod, st, ps)
@@ -124,6 +137,7 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 		return time.Millisecond, false
 	}
 	k.writeStatus(ctx, pod, status, ps)
+	k.recordPodStart(pod, status, ps)
 	if verr != nil && (retry <= 0 || retry > 2*time.Second) {
 		retry = 2 * time.Second
 	}
@@ -225,7 +239,7 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 		base = pod.DeepCopy()
 		base.Status = *ps.lastStatus.DeepCopy()
 	}
-	return podstatus.Generate(podstatus.Input{
+	s := podstatus.Generate(podstatus.Input{
 		Pod:      base,
 		State:    st,
 		Reasons:  ps.reasons,
@@ -234,6 +248,10 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 		Terminal: terminal,
 		Now:      k.clock.Now(),
 	})
+	if ev := k.pendingEviction(ps); ev != nil {
+		applyEviction(pod, &s, ev, k.clock.Now())
+	}
+	return s
 }
 
 // writeStatus PATCHes the pod's status when it differs from the API's and
@@ -607,7 +625,13 @@ func (k *Kubelet) admit(ctx context.Context, pod *corev1.Pod, ps *podSync) bool 
 		}
 	}
 	k.mu.Unlock()
-	if reason, msg := fits(pod, others, node.Status.Allocatable); reason != "" {
+	reason, msg := fits(pod, others, node.Status.Allocatable)
+	if reason == "" {
+		if ok, pmsg := k.admitPressure(pod); !ok {
+			reason, msg = eviction.Reason, pmsg
+		}
+	}
+	if reason != "" {
 		k.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
 		status := podstatus.Rejected(pod, reason, msg, k.clock.Now())
 		ps.rejected = true
