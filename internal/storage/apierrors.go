@@ -36,6 +36,12 @@ func ToAPIError(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewBadRequest(e.Msg)
 	case ErrCodeInvalidObj:
 		return apierrors.NewInternalError(e)
+	case ErrCodeNotReady:
+		return apierrors.NewTooManyRequests(e.Msg, e.RetryAfterSeconds)
+	case ErrCodeRequestTooLarge:
+		return apierrors.NewRequestEntityTooLargeError(e.Msg)
+	case ErrCodeTimeout:
+		return apierrors.NewTimeoutError(e.Msg, 0)
 	}
 	return apierrors.NewInternalError(e)
 }

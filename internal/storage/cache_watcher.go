@@ -126,6 +126,11 @@ type CacheWatch struct {
 // ResultChan delivers events until the watch ends (the channel closes).
 func (cw *CacheWatch) ResultChan() <-chan WatchEvent { return cw.w.result }
 
+// Done is closed when the cache ends the watch (the watcher fell too far
+// behind, or the cache relists); the server then drops the connection
+// rather than wait on a client that does not read.
+func (cw *CacheWatch) Done() <-chan struct{} { return cw.w.done }
+
 // Stop ends the watch.
 func (cw *CacheWatch) Stop() {
 	cw.cancel()
@@ -143,38 +148,48 @@ func (cw *CacheWatch) Stop() {
 // history is an expired error (410 Gone).
 func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOptions) (*CacheWatch, error) {
 	var rev int64
-	var err error
 	withState := false
 	initialEnd := false
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		withState, initialEnd = true, true
-		if err := c.waitForListRV(ctx, opts); err != nil {
-			return nil, err
-		}
 	} else if opts.ResourceVersion == "" || opts.ResourceVersion == "0" {
 		withState = opts.SendInitialEvents == nil
-		select {
-		case <-c.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
 	} else {
-		rev, err = ParseRV(opts.ResourceVersion)
-		if err != nil {
+		var err error
+		if rev, err = ParseRV(opts.ResourceVersion); err != nil {
 			return nil, newErr(ErrCodeInvalidObj, "", err.Error())
 		}
-		if err := c.waitFresh(ctx, rev); err != nil {
+	}
+	for {
+		var err error
+		switch {
+		case initialEnd:
+			err = c.waitForListRV(ctx, opts)
+		case withState || rev == 0:
+			err = c.waitReady(ctx)
+		default:
+			err = c.waitFresh(ctx, rev)
+		}
+		if err != nil {
 			return nil, err
 		}
+		cw, err, ok := c.register(ctx, prefix, opts, rev, withState, initialEnd)
+		if ok {
+			return cw, err
+		}
+		// The cache began a relist after the wait: wait for it.
 	}
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	w := &cacheWatcher{
-		prefix: prefix, pred: opts.Predicate, bookmarks: opts.AllowWatchBookmarks,
-		input: make(chan *CacheEvent, watcherBuffer), bookmark: make(chan int64, 1),
-		result: make(chan WatchEvent), done: make(chan struct{}),
-	}
+// register starts a watcher from the cache's state under its lock, so that
+// no event falls between what the watcher starts from and what it is
+// offered. ok is false when the cache is not ready (a relist began).
+func (c *Cacher) register(ctx context.Context, prefix string, opts ListOptions, rev int64, withState, initialEnd bool) (*CacheWatch, error, bool) {
 	c.mu.Lock()
+	if !c.isReady {
+		c.mu.Unlock()
+		return nil, nil, false
+	}
 	var initial []*CacheEvent
 	if withState {
 		for k, o := range c.items {
@@ -186,15 +201,15 @@ func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOption
 		if rev < c.startRV {
 			start := c.startRV
 			c.mu.Unlock()
-			cancel()
-			return nil, &Error{Code: ErrCodeResourceExpired, ResourceVersion: rev, Msg: formatRV(start + 1)}
+			return nil, &Error{Code: ErrCodeResourceExpired, ResourceVersion: rev, Msg: formatRV(start + 1)}, true
 		}
-		for i := 0; i < c.ringLen; i++ {
-			e := c.ring[(c.ringStart+i)%len(c.ring)]
-			if e.RV > rev {
-				initial = append(initial, e)
-			}
-		}
+		initial = c.history.after(rev)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &cacheWatcher{
+		prefix: prefix, pred: opts.Predicate, bookmarks: opts.AllowWatchBookmarks,
+		input: make(chan *CacheEvent, watcherBuffer), bookmark: make(chan int64, 1),
+		result: make(chan WatchEvent), done: make(chan struct{}),
 	}
 	startRV := c.rv
 	id := c.nextID
@@ -205,7 +220,7 @@ func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOption
 		sortEvents(initial)
 	}
 	go w.run(ctx, initial, initialEnd, startRV)
-	return &CacheWatch{c: c, id: id, w: w, cancel: cancel}, nil
+	return &CacheWatch{c: c, id: id, w: w, cancel: cancel}, nil, true
 }
 
 func sortEvents(es []*CacheEvent) {
@@ -235,11 +250,15 @@ func (c *Cacher) sendBookmarks() {
 
 func (c *Cacher) terminateAll() {
 	c.mu.Lock()
+	c.terminateAllLocked()
+	c.mu.Unlock()
+}
+
+func (c *Cacher) terminateAllLocked() {
 	for id, w := range c.watchers {
 		delete(c.watchers, id)
 		w.terminate()
 	}
-	c.mu.Unlock()
 }
 
 // Watch adapts WatchCached to watch.Interface (bookmarks carry an empty

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/conversion"
@@ -18,7 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
+
+// DecodeErrorObserver is an Observer that also counts stored objects that
+// cannot be decoded (apiserver_storage_decode_errors_total).
+type DecodeErrorObserver interface {
+	ObserveDecodeError(resource string)
+}
 
 // CachedObject is an object as the cache holds it: shared by every reader,
 // never mutated, with its selector attributes and its encodings computed
@@ -75,21 +85,41 @@ type WatchEvent struct {
 
 // CacherOptions tune a Cacher. Zero values mean the defaults.
 type CacherOptions struct {
-	// Capacity is how many past events are kept to serve watches from an
-	// older resourceVersion (default 10000).
+	// Capacity is the most past events kept to serve watches from an older
+	// resourceVersion (default 102,400, upstream's upper bound).
 	Capacity int
+	// HistoryWindow is how long an event is kept at least, up to Capacity
+	// (default 75s, upstream's eventFreshDuration): a client that lost its
+	// watch for less than this resumes it instead of relisting.
+	HistoryWindow time.Duration
 	// BookmarkInterval is how often watchers that asked receive a bookmark
 	// (default 30s).
 	BookmarkInterval time.Duration
 	// FreshnessTimeout bounds the wait for the cache to reach a revision
 	// (default 3s, as upstream).
 	FreshnessTimeout time.Duration
+	// NotReadyWait bounds how long a list or watch waits while the cache
+	// relists before it is answered 429 (default 3s).
+	NotReadyWait time.Duration
+	// Clock timestamps the history (default: the real clock).
+	Clock clock.PassiveClock
 	// OnCount is told the number of objects after each change (metrics).
 	OnCount func(n int)
 }
 
+// minHistory is how many events are kept however old they are (upstream's
+// lower bound of the watch cache's capacity).
+const minHistory = 100
+
 // Cacher serves lists and watches of one resource from memory. One etcd
 // watch feeds it; writes go straight to the Store.
+//
+// When the etcd watch breaks, the cache resumes it from the last revision
+// it saw, keeping its watchers and history. Only when that revision is
+// compacted does it relist: it is then not ready, its watchers are ended
+// and its history dropped in one step, and lists and watches wait for the
+// new state (or get 429 when it takes long), so that no watcher can start
+// from a revision whose following events the cache never saw.
 type Cacher struct {
 	*Store
 	prefix   string
@@ -97,23 +127,32 @@ type Cacher struct {
 	newList  func() runtime.Object
 	opts     CacherOptions
 
-	mu        sync.RWMutex
-	items     map[string]*CachedObject
-	rv        int64
-	startRV   int64 // the ring holds every event after startRV
-	ring      []*CacheEvent
-	ringStart int
-	ringLen   int
-	watchers  map[int]*cacheWatcher
-	nextID    int
-	changed   chan struct{} // closed and replaced when rv advances
-	ready     chan struct{}
+	mu       sync.RWMutex
+	items    map[string]*CachedObject
+	rv       int64
+	startRV  int64 // history holds every event after startRV
+	history  history
+	watchers map[int]*cacheWatcher
+	nextID   int
+	changed  chan struct{} // closed and replaced when rv advances
+	ready    chan struct{} // closed once, at the first full list
+	// readyNow is closed while the cache is ready; a relist replaces it
+	// with an open one until the new state is in.
+	readyNow      chan struct{}
+	isReady       bool
+	notReadySince time.Time
+
+	cancelWatch         context.CancelFunc // ends the current etcd watch (tests)
+	testAfterWatchBreak func()
 }
 
 // NewCacher builds a cache of the objects under prefix (e.g. "/registry/pods/").
 func NewCacher(store *Store, prefix string, newList func() runtime.Object, getAttrs func(runtime.Object) (labels.Set, fields.Set, error), opts CacherOptions) *Cacher {
 	if opts.Capacity <= 0 {
-		opts.Capacity = 10000
+		opts.Capacity = 102400
+	}
+	if opts.HistoryWindow <= 0 {
+		opts.HistoryWindow = 75 * time.Second
 	}
 	if opts.BookmarkInterval <= 0 {
 		opts.BookmarkInterval = 30 * time.Second
@@ -121,13 +160,20 @@ func NewCacher(store *Store, prefix string, newList func() runtime.Object, getAt
 	if opts.FreshnessTimeout <= 0 {
 		opts.FreshnessTimeout = 3 * time.Second
 	}
+	if opts.NotReadyWait <= 0 {
+		opts.NotReadyWait = 3 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
 	return &Cacher{
 		Store: store, prefix: prefix, getAttrs: getAttrs, newList: newList, opts: opts,
 		items: map[string]*CachedObject{}, watchers: map[int]*cacheWatcher{},
-		ring: make([]*CacheEvent, opts.Capacity), changed: make(chan struct{}), ready: make(chan struct{}),
+		changed: make(chan struct{}), ready: make(chan struct{}), readyNow: make(chan struct{}),
+		notReadySince: opts.Clock.Now(),
 	}
 }
 
@@ -141,30 +187,40 @@ func (c *Cacher) Count() int {
 	return len(c.items)
 }
 
-// Start lists, then watches etcd until ctx is done, relisting if the watch
-// breaks.
+// Start lists, then watches etcd until ctx is done. A broken watch is
+// resumed from the last revision seen; a compacted one makes the cache
+// relist.
 func (c *Cacher) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("prefix", c.prefix)
-	readyOnce := sync.Once{}
 	bookmarks := time.NewTicker(c.opts.BookmarkInterval)
 	defer bookmarks.Stop()
 	defer c.terminateAll()
+	needList := true
+	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		rev, err := c.relist(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
+		if needList {
+			if err := c.relist(ctx); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				logger.Error(err, "list for watch cache failed")
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
 			}
-			logger.Error(err, "list for watch cache failed")
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
+			needList = false
 		}
-		readyOnce.Do(func() { close(c.ready) })
+		c.mu.RLock()
+		rev := c.rv
+		c.mu.RUnlock()
 		wctx, cancel := context.WithCancel(ctx)
-		ch := c.client.Watch(wctx, c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+		c.mu.Lock()
+		c.cancelWatch = cancel
+		c.mu.Unlock()
+		ch := c.client.Watch(clientv3.WithRequireLeader(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+		got := false
 	loop:
 		for {
 			select {
@@ -177,39 +233,77 @@ func (c *Cacher) Start(ctx context.Context) error {
 					break loop
 				}
 				if err := resp.Err(); err != nil {
-					logger.Info("watch cache's etcd watch ended, relisting", "err", err)
+					if errors.Is(err, rpctypes.ErrCompacted) || resp.CompactRevision > 0 {
+						logger.Info("watch cache's etcd watch fell behind compaction, relisting", "revision", rev, "compacted", resp.CompactRevision)
+						needList = true
+					} else if ctx.Err() == nil {
+						logger.Info("watch cache's etcd watch ended, resuming", "err", err)
+					}
 					break loop
 				}
+				got = true
 				if resp.IsProgressNotify() {
 					c.advance(resp.Header.Revision)
 					continue
 				}
 				for _, ev := range resp.Events {
-					c.apply(ev)
+					c.apply(logger, ev)
 				}
 			}
 		}
 		cancel()
-		if ctx.Err() == nil {
-			c.terminateAll()
+		if ctx.Err() != nil {
+			break
+		}
+		c.mu.RLock()
+		hook := c.testAfterWatchBreak
+		c.mu.RUnlock()
+		if hook != nil {
+			hook()
+		}
+		if got {
+			backoff = 100 * time.Millisecond
+		} else if backoff < 5*time.Second {
+			backoff *= 2
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
 		}
 	}
 	return nil
 }
 
-func (c *Cacher) relist(ctx context.Context) (int64, error) {
-	resp, err := c.client.Get(ctx, c.prefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
+// relist replaces the cache's state with a fresh list. While it runs the
+// cache is not ready: its watchers are ended and new lists and watches
+// wait, so none can start between the old state and the new one.
+func (c *Cacher) relist(ctx context.Context) error {
+	c.mu.Lock()
+	if c.isReady {
+		c.isReady = false
+		c.readyNow = make(chan struct{})
+		c.notReadySince = c.opts.Clock.Now()
 	}
+	c.terminateAllLocked()
+	c.mu.Unlock()
+
+	start := time.Now()
+	resp, err := c.client.Get(ctx, c.prefix, clientv3.WithPrefix())
+	c.observe("list", start)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
 	items := make(map[string]*CachedObject, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		obj := c.newFunc()
 		if err := c.decode(kv.Value, obj, kv.ModRevision); err != nil {
+			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
 			continue
 		}
 		co, err := c.cachedObject(string(kv.Key), obj, kv.ModRevision)
 		if err != nil {
+			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
 			continue
 		}
 		items[co.Key] = co
@@ -218,14 +312,27 @@ func (c *Cacher) relist(ctx context.Context) (int64, error) {
 	c.items = items
 	c.rv = resp.Header.Revision
 	c.startRV = resp.Header.Revision
-	c.ringStart, c.ringLen = 0, 0
+	c.history.reset()
 	c.notifyLocked()
+	c.isReady = true
+	close(c.readyNow)
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
 	n := len(items)
 	c.mu.Unlock()
 	if c.opts.OnCount != nil {
 		c.opts.OnCount(n)
 	}
-	return resp.Header.Revision, nil
+	return nil
+}
+
+// decodeFailed logs an object the cache cannot read (Store.decode counts
+// it): it is left out of the cache (a list from etcd reports it).
+func (c *Cacher) decodeFailed(logger klog.Logger, key string, rev int64, err error) {
+	logger.Error(err, "watch cache cannot decode a stored object; leaving it out", "key", key, "revision", rev)
 }
 
 func (c *Cacher) cachedObject(key string, obj runtime.Object, rv int64) (*CachedObject, error) {
@@ -241,56 +348,92 @@ func (c *Cacher) cachedObject(key string, obj runtime.Object, rv int64) (*Cached
 	return &CachedObject{Key: key, Object: obj, RV: rv, Labels: l, Fields: f}, nil
 }
 
-func (c *Cacher) apply(ev *clientv3.Event) {
+// event turns an etcd event into the cache's, or nil when there is nothing
+// to tell (a delete of something the cache never held, an undecodable
+// object). A delete without its previous value (etcd may leave it out)
+// uses the state the cache holds.
+func (c *Cacher) event(logger klog.Logger, ev *clientv3.Event, prevItem *CachedObject) *CacheEvent {
 	key := string(ev.Kv.Key)
 	rev := ev.Kv.ModRevision
-	e := &CacheEvent{Key: key, RV: rev}
-	switch {
-	case ev.Type == mvccpb.DELETE:
+	e := &CacheEvent{Key: key, RV: rev, Prev: prevItem}
+	if ev.Type == mvccpb.DELETE {
+		e.Type = watch.Deleted
 		if ev.PrevKv == nil {
-			return
+			if prevItem == nil {
+				return nil
+			}
+			obj := prevItem.Object.DeepCopyObject()
+			if err := setRV(obj, rev); err != nil {
+				return nil
+			}
+			e.Cur = &CachedObject{Key: key, Object: obj, RV: rev, Labels: prevItem.Labels, Fields: prevItem.Fields}
+			return e
 		}
 		obj := c.newFunc()
 		if err := c.decode(ev.PrevKv.Value, obj, rev); err != nil {
-			return
+			c.decodeFailed(logger, key, rev, err)
+			if prevItem == nil {
+				return nil
+			}
+			obj = prevItem.Object.DeepCopyObject()
+			_ = setRV(obj, rev)
 		}
 		co, err := c.cachedObject(key, obj, rev)
 		if err != nil {
-			return
+			c.decodeFailed(logger, key, rev, err)
+			return nil
 		}
-		e.Type, e.Cur = watch.Deleted, co
-	default:
-		obj := c.newFunc()
-		if err := c.decode(ev.Kv.Value, obj, rev); err != nil {
-			return
-		}
-		co, err := c.cachedObject(key, obj, rev)
-		if err != nil {
-			return
-		}
-		e.Type, e.Cur = watch.Added, co
-		if !ev.IsCreate() {
-			e.Type = watch.Modified
-		}
+		e.Cur = co
+		return e
 	}
+	obj := c.newFunc()
+	if err := c.decode(ev.Kv.Value, obj, rev); err != nil {
+		c.decodeFailed(logger, key, rev, err)
+		return nil
+	}
+	co, err := c.cachedObject(key, obj, rev)
+	if err != nil {
+		c.decodeFailed(logger, key, rev, err)
+		return nil
+	}
+	e.Type, e.Cur = watch.Modified, co
+	if prevItem == nil {
+		e.Type = watch.Added
+	}
+	return e
+}
+
+func (c *Cacher) apply(logger klog.Logger, ev *clientv3.Event) {
+	key := string(ev.Kv.Key)
+	rev := ev.Kv.ModRevision
+	c.mu.RLock()
+	prev := c.items[key]
+	c.mu.RUnlock()
+	// Only Start writes items, so prev is still current below.
+	e := c.event(logger, ev, prev)
+
 	c.mu.Lock()
-	if prev, ok := c.items[key]; ok {
-		e.Prev = prev
-	}
-	if e.Type == watch.Deleted {
+	if e != nil {
+		if e.Type == watch.Deleted {
+			delete(c.items, key)
+		} else {
+			c.items[key] = e.Cur
+		}
+		c.push(e)
+	} else if ev.Type != mvccpb.DELETE && prev != nil {
+		// The new value cannot be read: the old one is no longer true.
 		delete(c.items, key)
-	} else {
-		c.items[key] = e.Cur
 	}
-	c.push(e)
 	if rev > c.rv {
 		c.rv = rev
 	}
 	c.notifyLocked()
-	for id, w := range c.watchers {
-		if !w.offer(e) {
-			delete(c.watchers, id)
-			w.terminate()
+	if e != nil {
+		for id, w := range c.watchers {
+			if !w.offer(e) {
+				delete(c.watchers, id)
+				w.terminate()
+			}
 		}
 	}
 	n := len(c.items)
@@ -300,16 +443,18 @@ func (c *Cacher) apply(ev *clientv3.Event) {
 	}
 }
 
+// push adds an event to the history and drops the events it no longer
+// keeps: beyond Capacity, or older than HistoryWindow past the first
+// minHistory.
 func (c *Cacher) push(e *CacheEvent) {
-	capacity := len(c.ring)
-	if c.ringLen == capacity {
-		evicted := c.ring[c.ringStart]
-		c.startRV = evicted.RV
-		c.ringStart = (c.ringStart + 1) % capacity
-		c.ringLen--
+	now := c.opts.Clock.Now()
+	c.history.push(e, now)
+	for n := c.history.len(); n > 0; n = c.history.len() {
+		if n <= c.opts.Capacity && (n <= minHistory || now.Sub(c.history.oldestTime()) <= c.opts.HistoryWindow) {
+			break
+		}
+		c.startRV = c.history.pop().RV
 	}
-	c.ring[(c.ringStart+c.ringLen)%capacity] = e
-	c.ringLen++
 }
 
 func (c *Cacher) advance(rev int64) {
@@ -326,13 +471,45 @@ func (c *Cacher) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
+// waitReady waits while the cache relists, at most NotReadyWait; after
+// that the caller is told to come back (429 with upstream's Retry-After).
+func (c *Cacher) waitReady(ctx context.Context) error {
+	c.mu.RLock()
+	ch, since := c.readyNow, c.notReadySince
+	c.mu.RUnlock()
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	t := time.NewTimer(c.opts.NotReadyWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return &Error{Code: ErrCodeNotReady, Key: c.prefix, Msg: "storage is (re)initializing",
+			RetryAfterSeconds: retryAfterForUnready(c.opts.Clock.Since(since))}
+	}
+}
+
+// retryAfterForUnready is upstream's advice to clients of a cache that is
+// not ready: e^(0.06 s) seconds of downtime, between 1 and 30.
+func retryAfterForUnready(down time.Duration) int {
+	return int(math.Min(30, math.Max(1, math.Exp(0.06*down.Seconds()))))
+}
+
+// progressTimeout bounds a progress request, so that an unreachable etcd
+// cannot hold a reader past its freshness timeout.
+const progressTimeout = time.Second
+
 // waitFresh waits until the cache has seen revision rev, asking etcd for
 // progress notifications meanwhile.
 func (c *Cacher) waitFresh(ctx context.Context, rev int64) error {
-	select {
-	case <-c.ready:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := c.waitReady(ctx); err != nil {
+		return err
 	}
 	deadline := time.NewTimer(c.opts.FreshnessTimeout)
 	defer deadline.Stop()
@@ -345,7 +522,9 @@ func (c *Cacher) waitFresh(ctx context.Context, rev int64) error {
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextProgress) {
-			_ = c.client.RequestProgress(context.WithoutCancel(ctx))
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)
+			_ = c.client.RequestProgress(pctx)
+			cancel()
 			nextProgress = now.Add(50 * time.Millisecond)
 		}
 		select {
@@ -431,12 +610,7 @@ func (c *Cacher) ListCached(ctx context.Context, prefix string, opts ListOptions
 func (c *Cacher) waitForListRV(ctx context.Context, opts ListOptions) error {
 	switch opts.ResourceVersion {
 	case "0":
-		select {
-		case <-c.ready:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return c.waitReady(ctx)
 	case "":
 		rev, err := c.CurrentRevision(ctx)
 		if err != nil {
@@ -457,7 +631,9 @@ func (c *Cacher) GetRV(ctx context.Context, key, resourceVersion string, out run
 	if resourceVersion != "0" {
 		return c.Store.Get(ctx, key, out)
 	}
-	<-c.ready
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
 	c.mu.RLock()
 	o, ok := c.items[key]
 	c.mu.RUnlock()

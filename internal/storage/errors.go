@@ -17,6 +17,9 @@ const (
 	ErrCodeResourceExpired // the revision was compacted (410 Gone)
 	ErrCodeTooLargeResourceVersion
 	ErrCodeInvalidContinue
+	ErrCodeNotReady // the watch cache is (re)initializing (429)
+	ErrCodeRequestTooLarge // the object exceeds etcd's request limit (413)
+	ErrCodeTimeout // etcd did not answer in time (504)
 )
 
 // Error is the error every storage call returns for an expected failure.
@@ -25,6 +28,8 @@ type Error struct {
 	Key             string
 	ResourceVersion int64
 	Msg             string
+	// RetryAfterSeconds is the client's advice for ErrCodeNotReady.
+	RetryAfterSeconds int
 }
 
 func (e *Error) Error() string {

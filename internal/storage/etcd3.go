@@ -110,6 +110,9 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 
 func (s *Store) decode(data []byte, into runtime.Object, rev int64) error {
 	if err := s.codec.Decode(data, into); err != nil {
+		if o, ok := s.observer.(DecodeErrorObserver); ok {
+			o.ObserveDecodeError(s.resource)
+		}
 		return newErr(ErrCodeInvalidObj, "", err.Error())
 	}
 	return setRV(into, rev)

@@ -9,6 +9,7 @@
 //	apiserver_current_inflight_requests{request_kind}
 //	apiserver_storage_objects{resource}, apiserver_resource_objects{group,resource}
 //	etcd_request_duration_seconds{operation,group,resource}, etcd_requests_total{operation,group,resource}
+//	apiserver_storage_decode_errors_total{resource}
 //
 // A Metrics value owns its collectors; there is no package-level state.
 package metrics
@@ -46,6 +47,7 @@ type Metrics struct {
 	resourceObjects *prometheus.GaugeVec
 	etcdLatency     *prometheus.HistogramVec
 	etcdRequests    *prometheus.CounterVec
+	decodeErrors    *prometheus.CounterVec
 
 	gatherer prometheus.Gatherer
 }
@@ -98,13 +100,17 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "etcd_requests_total",
 			Help: "Etcd request counts for each operation and object type.",
 		}, storageLabels),
+		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_storage_decode_errors_total",
+			Help: "Number of stored object decode errors split by object type",
+		}, []string{"resource"}),
 	}
 	// Both kinds are always present, as upstream.
 	m.inflight.WithLabelValues(ReadOnlyKind).Set(0)
 	m.inflight.WithLabelValues(MutatingKind).Set(0)
 
 	own := []prometheus.Collector{m.requests, m.latency, m.responseSizes, m.longRunning, m.inflight,
-		m.storageObjects, m.resourceObjects, m.etcdLatency, m.etcdRequests}
+		m.storageObjects, m.resourceObjects, m.etcdLatency, m.etcdRequests, m.decodeErrors}
 	if reg == nil {
 		r := prometheus.NewRegistry()
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -173,6 +179,13 @@ func (m *Metrics) ObserveEtcd(operation, resource string, d time.Duration) {
 	gr := schema.ParseGroupResource(resource)
 	m.etcdLatency.WithLabelValues(operation, gr.Group, gr.Resource).Observe(d.Seconds())
 	m.etcdRequests.WithLabelValues(operation, gr.Group, gr.Resource).Inc()
+}
+
+// ObserveDecodeError counts a stored object of resource ("pods",
+// "deployments.apps") that could not be decoded. It implements
+// internal/storage.DecodeErrorObserver.
+func (m *Metrics) ObserveDecodeError(resource string) {
+	m.decodeErrors.WithLabelValues(schema.ParseGroupResource(resource).String()).Inc()
 }
 
 // SetStorageObjects sets the number of stored objects of resource ("pods",

@@ -1,0 +1,252 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/skiff-sh/skiff/internal/storage"
+)
+
+// TestNoEventLostAcrossWatchBreak reproduces the lost-event race of issue
+// #15: the cache's etcd watch breaks, a write lands in etcd before the
+// cache has recovered, and a client re-watches from the revision it last
+// saw at that moment. The client must either receive that write, or have
+// its watch ended (then 410 Gone when history is gone) so it relists;
+// silently skipping it is the bug.
+func TestNoEventLostAcrossWatchBreak(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		compact bool // compaction makes resuming impossible: the cache must relist
+	}{
+		{name: "resumable"},
+		{name: "compacted, relist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startEtcd(t)
+			s := newCacher(t, c, storage.CacherOptions{})
+			ctx := context.Background()
+			a := create(t, s, cm("a", nil))
+			// The cache has seen a.
+			if err := s.List(ctx, prefix, storage.ListOptions{}, &corev1.ConfigMapList{}); err != nil {
+				t.Fatal(err)
+			}
+
+			type result struct {
+				w   *storage.CacheWatch
+				err error
+			}
+			started := make(chan result, 1)
+			var once sync.Once
+			s.SetAfterWatchBreak(func() {
+				once.Do(func() {
+					// A write the broken etcd watch did not deliver.
+					if err := s.Store.Create(ctx, prefix+"ns/b", cm("b", nil), nil); err != nil {
+						t.Error(err)
+					}
+					if tc.compact {
+						rev, err := s.CurrentRevision(ctx)
+						if err != nil {
+							t.Error(err)
+						}
+						if _, err := c.Compact(ctx, rev); err != nil {
+							t.Error(err)
+						}
+					}
+					// An informer re-watches from its last revision now.
+					go func() {
+						w, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: a.ResourceVersion})
+						started <- result{w, err}
+					}()
+					// Give the watch the chance to register while the
+					// cache is recovering (it must either wait or be
+					// served correctly).
+					select {
+					case r := <-started:
+						started <- r
+					case <-time.After(200 * time.Millisecond):
+					}
+				})
+			})
+			s.BreakWatch()
+
+			var r result
+			select {
+			case r = <-started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("watch did not start")
+			}
+			if r.err != nil {
+				if !storage.IsExpired(r.err) || !tc.compact {
+					t.Fatalf("watch from %s: %v", a.ResourceVersion, r.err)
+				}
+				return // 410: the client relists and sees b.
+			}
+			defer r.w.Stop()
+			create(t, s, cm("c", nil))
+			var got []seen
+			deadline := time.After(10 * time.Second)
+			for len(got) < 2 {
+				select {
+				case ev, ok := <-r.w.ResultChan():
+					if !ok {
+						if tc.compact && len(got) == 0 {
+							// Ended before delivering anything: the client
+							// re-watches from a and gets 410, then relists.
+							_, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: a.ResourceVersion})
+							if !storage.IsExpired(err) {
+								t.Fatalf("re-watch after the cache relisted: got %v, want expired", err)
+							}
+							return
+						}
+						t.Fatalf("watch closed after %v", got)
+					}
+					got = append(got, seen{ev.Type, ev.Object.Object.(*corev1.ConfigMap).Name})
+				case <-deadline:
+					t.Fatalf("timed out with %v", got)
+				}
+			}
+			if diff := cmp.Diff([]seen{{watch.Added, "b"}, {watch.Added, "c"}}, got); diff != "" {
+				t.Fatalf("events after the break (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHistoryByTime: the cache keeps every event of the last HistoryWindow
+// (and at least 100), so a client whose watch broke a moment ago resumes
+// it; older events go, and a watch from before them is 410 Gone.
+func TestHistoryByTime(t *testing.T) {
+	c := startEtcd(t)
+	clk := testingclock.NewFakeClock(time.Now())
+	s := newCacher(t, c, storage.CacherOptions{Clock: clk, HistoryWindow: time.Minute})
+	ctx := context.Background()
+	var rvs []string
+	for i := 0; i < 150; i++ {
+		rvs = append(rvs, create(t, s, cm(fmt.Sprintf("o%03d", i), nil)).ResourceVersion)
+	}
+	sync := func() {
+		t.Helper()
+		if err := s.List(ctx, prefix, storage.ListOptions{}, &corev1.ConfigMapList{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	watchFrom := func(rv string) error {
+		w, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: rv})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
+	// 150 events within the window: all kept (a fixed ring of 100 would not).
+	if err := watchFrom(rvs[0]); err != nil {
+		t.Fatalf("watch from the first of 150 fresh events: %v", err)
+	}
+	clk.Step(61 * time.Second)
+	create(t, s, cm("late", nil))
+	sync()
+	// Old events beyond the newest 100 are gone.
+	if err := watchFrom(rvs[0]); !storage.IsExpired(err) {
+		t.Fatalf("watch from an event older than the window: got %v, want expired", err)
+	}
+	if err := watchFrom(rvs[60]); err != nil {
+		t.Fatalf("watch from one of the newest 100 events: %v", err)
+	}
+}
+
+type countingObserver struct {
+	mu      sync.Mutex
+	decodes map[string]int
+}
+
+func (o *countingObserver) ObserveEtcd(string, string, time.Duration) {}
+func (o *countingObserver) ObserveDecodeError(resource string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.decodes[resource]++
+}
+func (o *countingObserver) count(resource string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.decodes[resource]
+}
+
+// TestDecodeFailuresCounted: an object the cache cannot read is counted and
+// left out, and does not stall the cache (later writes and consistent
+// lists go on).
+func TestDecodeFailuresCounted(t *testing.T) {
+	c := startEtcd(t)
+	obs := &countingObserver{decodes: map[string]int{}}
+	store := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{Observer: obs})
+	s := storage.NewCacher(store, prefix, func() runtime.Object { return &corev1.ConfigMapList{} }, attrs, storage.CacherOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-s.Ready()
+
+	if _, err := c.Put(ctx, prefix+"ns/garbage", "not an object"); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, cm("good", nil))
+	objs, _, err := s.ListCached(ctx, prefix, storage.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Object.(*corev1.ConfigMap).Name)
+	}
+	if diff := cmp.Diff([]string{"good"}, got); diff != "" {
+		t.Fatalf("cached objects (-want +got):\n%s", diff)
+	}
+	if n := obs.count("configmaps"); n != 1 {
+		t.Fatalf("decode errors counted: %d, want 1", n)
+	}
+}
+
+// TestDeleteWithoutPreviousValue: etcd may send a DELETE without the old
+// value; the cache removes the object (no phantom) and tells watchers
+// with the state it held.
+func TestDeleteWithoutPreviousValue(t *testing.T) {
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{})
+	ctx := context.Background()
+	a := create(t, s, cm("a", map[string]string{"app": "x"}))
+	if err := s.List(ctx, prefix, storage.ListOptions{}, &corev1.ConfigMapList{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: a.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rv, _ := storage.ParseRV(a.ResourceVersion)
+	s.ApplyEvent(&clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(prefix + "ns/a"), ModRevision: rv + 1}})
+	got, raw := collect(t, w, 1)
+	if diff := cmp.Diff([]seen{{watch.Deleted, "a"}}, got); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if o := raw[0].Object.Object.(*corev1.ConfigMap); o.ResourceVersion != fmt.Sprint(rv+1) || o.Labels["app"] != "x" {
+		t.Fatalf("deleted object: rv %s labels %v, want rv %d and the last labels", o.ResourceVersion, o.Labels, rv+1)
+	}
+	objs, _, err := s.ListCached(ctx, prefix, storage.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 0 {
+		t.Fatalf("cache still holds %d objects after the delete", len(objs))
+	}
+}

@@ -1,0 +1,28 @@
+package storage
+
+import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/klog/v2"
+)
+
+// BreakWatch ends the cache's etcd watch, as a network blip or an etcd
+// restart would.
+func (c *Cacher) BreakWatch() {
+	c.mu.Lock()
+	cancel := c.cancelWatch
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// SetAfterWatchBreak makes the cache call f once its etcd watch has broken,
+// before it recovers.
+func (c *Cacher) SetAfterWatchBreak(f func()) {
+	c.mu.Lock()
+	c.testAfterWatchBreak = f
+	c.mu.Unlock()
+}
+
+// ApplyEvent feeds the cache one etcd event, as its watch would.
+func (c *Cacher) ApplyEvent(ev *clientv3.Event) { c.apply(klog.Background(), ev) }
