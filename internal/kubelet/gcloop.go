@@ -92,6 +92,7 @@ func (o GCOptions) Validate() error {
 // are in use as it goes) and image GC every ImagePeriod.
 func (k *Kubelet) gcLoop(ctx context.Context) {
 	lastImageGC := k.clock.Now()
+	_, _ = k.detectImages(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -99,6 +100,7 @@ func (k *Kubelet) gcLoop(ctx context.Context) {
 		case <-k.clock.After(k.opts.GC.ContainerPeriod):
 		}
 		k.collectContainers(ctx)
+		_, _ = k.detectImages(ctx)
 		if k.clock.Since(lastImageGC) >= k.opts.GC.ImagePeriod {
 			lastImageGC = k.clock.Now()
 			if err := k.collectImages(ctx, false); err != nil {
@@ -196,19 +198,16 @@ func (k *Kubelet) noteImagesInUse(containers []*runtimeapi.Container) {
 	}
 }
 
-// collectImages removes unused images: under disk pressure (all) every
-// eligible one; otherwise, when the image filesystem's usage is at the
-// high threshold, the oldest unused ones down to the low threshold, and
-// any unused longer than the maximum age.
-func (k *Kubelet) collectImages(ctx context.Context, all bool) error {
-	logger := klog.FromContext(ctx)
+// detectImages lists the images and records when each was first seen
+// and last used (upstream's detectImages); it returns them for GC.
+func (k *Kubelet) detectImages(ctx context.Context) ([]gc.Image, error) {
 	list, err := k.images.ListImages(ctx, &runtimeapi.ImageFilter{})
 	if err != nil {
-		return fmt.Errorf("list images: %w", err)
+		return nil, fmt.Errorf("list images: %w", err)
 	}
 	containers, err := k.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{})
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		return nil, fmt.Errorf("list containers: %w", err)
 	}
 	k.noteImagesInUse(containers)
 	now := k.clock.Now()
@@ -230,7 +229,7 @@ func (k *Kubelet) collectImages(ctx context.Context, all bool) error {
 			first = now
 			k.imagesFirstSeen[im.Id] = now
 		}
-		g := gc.Image{ID: im.Id, Size: int64(im.Size), Pinned: im.Pinned, FirstSeen: first, LastUsed: first, InUse: inUse[im.Id]}
+		g := gc.Image{ID: im.Id, Size: int64(im.Size), Pinned: im.Pinned, FirstSeen: first, InUse: inUse[im.Id]}
 		for _, ref := range append(append([]string{im.Id}, im.RepoTags...), im.RepoDigests...) {
 			if inUse[ref] {
 				g.InUse = true
@@ -250,7 +249,20 @@ func (k *Kubelet) collectImages(ctx context.Context, all bool) error {
 		}
 	}
 	k.mu.Unlock()
+	return images, nil
+}
 
+// collectImages removes unused images: under disk pressure (all) every
+// eligible one; otherwise, when the image filesystem's usage is at the
+// high threshold, the oldest unused ones down to the low threshold, and
+// any unused longer than the maximum age.
+func (k *Kubelet) collectImages(ctx context.Context, all bool) error {
+	logger := klog.FromContext(ctx)
+	images, err := k.detectImages(ctx)
+	if err != nil {
+		return err
+	}
+	now := k.clock.Now()
 	remove := func(im gc.Image, reason string) bool {
 		if err := k.images.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: im.ID}); err != nil {
 			logger.Info("Unable to remove an image", "imageID", im.ID, "err", err)

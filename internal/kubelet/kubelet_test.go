@@ -26,14 +26,21 @@ type harness struct {
 	k       *Kubelet
 }
 
-func newHarness(t *testing.T) *harness {
+// newHarness starts the kubelet; mutate adjusts its options (the node's
+// stats are fixed and plentiful unless a test gives its own).
+func newHarness(t *testing.T, mutate ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, client: fake.NewClientset(), runtime: fakecri.NewRuntime(), images: fakecri.NewImages("busybox")}
-	h.k = New(h.client, h.runtime, h.images, Options{
+	opts := Options{
 		NodeName: "node1", RootDir: t.TempDir(), PodLogsDir: t.TempDir(), NodeIP: "192.0.2.10",
 		RelistPeriod: 20 * time.Millisecond, ResyncInterval: 200 * time.Millisecond,
 		NodeLabels: map[string]string{"tier": "test"},
-	})
+		Stats:      &fakeStats{},
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	h.k = New(h.client, h.runtime, h.images, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.k.Start(ctx) }()

@@ -84,7 +84,11 @@ func TooOld(images []Image, now time.Time, minAge, maxAge time.Duration) []Image
 	}
 	var out []Image
 	for _, im := range eligible(images, now, minAge) {
-		if now.Sub(im.LastUsed) > maxAge {
+		last := im.LastUsed
+		if last.IsZero() {
+			last = im.FirstSeen
+		}
+		if now.Sub(last) > maxAge {
 			out = append(out, im)
 		}
 	}

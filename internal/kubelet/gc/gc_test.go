@@ -46,7 +46,8 @@ func TestBytesToFree(t *testing.T) {
 func TestToFree(t *testing.T) {
 	images := []Image{
 		{ID: "in-use", Size: 100, InUse: true, FirstSeen: ago(time.Hour), LastUsed: t0},
-		{ID: "pause", Size: 1, Pinned: true, FirstSeen: ago(time.Hour), LastUsed: ago(time.Hour)},
+		{ID: "pause", Size: 1, Pinned: true, FirstSeen: ago(time.Hour)},
+		{ID: "never-used", Size: 5, FirstSeen: ago(5 * time.Hour)},
 		{ID: "old-unused", Size: 30, FirstSeen: ago(3 * time.Hour), LastUsed: ago(2 * time.Hour)},
 		{ID: "newer-unused", Size: 40, FirstSeen: ago(3 * time.Hour), LastUsed: ago(time.Hour)},
 		{ID: "same-use-seen-first", Size: 10, FirstSeen: ago(4 * time.Hour), LastUsed: ago(time.Hour)},
@@ -60,11 +61,11 @@ func TestToFree(t *testing.T) {
 		wantFreed int64
 	}{
 		{name: "oldest last use first, until enough", bytes: 35, minAge: 2 * time.Minute,
-			want: []string{"old-unused", "same-use-seen-first"}, wantFreed: 40},
+			want: []string{"never-used", "old-unused"}, wantFreed: 35},
 		{name: "all eligible", bytes: -1, minAge: 2 * time.Minute,
-			want: []string{"old-unused", "same-use-seen-first", "newer-unused"}, wantFreed: 80},
+			want: []string{"never-used", "old-unused", "same-use-seen-first", "newer-unused"}, wantFreed: 85},
 		{name: "min age 0 lets the new one go", bytes: -1,
-			want: []string{"old-unused", "same-use-seen-first", "newer-unused", "just-pulled"}, wantFreed: 580},
+			want: []string{"never-used", "old-unused", "same-use-seen-first", "newer-unused", "just-pulled"}, wantFreed: 585},
 		{name: "nothing to free", bytes: 0, minAge: 2 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestToFree(t *testing.T) {
 			}
 		})
 	}
-	if got := ids(TooOld(images, t0, 2*time.Minute, 90*time.Minute), imageID); !cmp.Equal(got, []string{"old-unused"}) {
+	if got := ids(TooOld(images, t0, 2*time.Minute, 90*time.Minute), imageID); !cmp.Equal(got, []string{"never-used", "old-unused"}) {
 		t.Errorf("TooOld = %v", got)
 	}
 	if got := TooOld(images, t0, 0, 0); got != nil {

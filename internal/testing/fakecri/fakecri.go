@@ -275,11 +275,13 @@ type Images struct {
 	present map[string]bool
 	// Pullable images can be pulled; pulling others fails.
 	Pullable map[string]bool
+	// Pinned images are listed as pinned (the sandbox image).
+	Pinned map[string]bool
 }
 
 // NewImages returns an image service holding images.
 func NewImages(images ...string) *Images {
-	i := &Images{present: map[string]bool{}, Pullable: map[string]bool{}}
+	i := &Images{present: map[string]bool{}, Pullable: map[string]bool{}, Pinned: map[string]bool{}}
 	for _, im := range images {
 		i.present[im] = true
 	}
@@ -303,4 +305,65 @@ func (i *Images) PullImage(_ context.Context, spec *runtimeapi.ImageSpec, _ *run
 	}
 	i.present[spec.Image] = true
 	return "sha256:" + spec.Image, nil
+}
+
+// ListImages lists the present images: id "sha256:<name>", the name as
+// its tag, 1000 bytes, pinned when in Pinned.
+func (i *Images) ListImages(_ context.Context, _ *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var out []*runtimeapi.Image
+	for name := range i.present {
+		out = append(out, &runtimeapi.Image{Id: "sha256:" + name, RepoTags: []string{name}, Size: 1000, Pinned: i.Pinned[name]})
+	}
+	return out, nil
+}
+
+// RemoveImage removes an image by id or name.
+func (i *Images) RemoveImage(_ context.Context, spec *runtimeapi.ImageSpec) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	name := spec.GetImage()
+	if len(name) > len("sha256:") && name[:len("sha256:")] == "sha256:" {
+		name = name[len("sha256:"):]
+	}
+	delete(i.present, name)
+	return nil
+}
+
+// Present reports whether the named image is present.
+func (i *Images) Present(name string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.present[name]
+}
+
+// ImageFsInfo reports no filesystem (the kubelet falls back to its own).
+func (i *Images) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
+}
+
+// ListContainerStats reports each container with no usage.
+func (r *Runtime) ListContainerStats(_ context.Context, f *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runtimeapi.ContainerStats
+	for _, c := range r.containers {
+		out = append(out, &runtimeapi.ContainerStats{Attributes: &runtimeapi.ContainerAttributes{Id: c.Status.Id, Metadata: c.Status.Metadata, Labels: c.Status.Labels}})
+	}
+	return out, nil
+}
+
+// AddExited adds an exited container created at createdAt in the sandbox
+// (an older instance, as a runtime keeps after restarts).
+func (r *Runtime) AddExited(sandboxID string, cfg *runtimeapi.ContainerConfig, createdAt time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.id("c")
+	r.containers[id] = &Container{SandboxID: sandboxID, Config: cfg, Status: &runtimeapi.ContainerStatus{
+		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_EXITED, CreatedAt: createdAt.UnixNano(),
+		StartedAt: createdAt.UnixNano(), FinishedAt: createdAt.Add(time.Second).UnixNano(), ExitCode: 1, Reason: "Error",
+		Image: cfg.Image, ImageRef: cfg.Image.GetImage(), Labels: cfg.Labels, Annotations: cfg.Annotations,
+	}}
+	return id
 }
