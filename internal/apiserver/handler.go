@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,6 +125,9 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		return
 	}
 	out, err := negotiateOutput(r)
+	if err == nil && h.res.Custom != nil && out.mediaType == mediaProtobuf {
+		out, err = negotiateCustomOutput(r) // custom resources: JSON or YAML only
+	}
 	if err != nil {
 		h.codecs.writeError(w, err)
 		return
@@ -261,6 +265,21 @@ func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWrite
 		obj, err = vc.CreateVirtual(ctx, in)
 		code = http.StatusCreated
 	case "get", "list":
+		if sr, ok := h.res.Strategy.(registry.ScopedVirtualReader); ok {
+			q := registry.VirtualQuery{Namespace: info.Namespace, Labels: labels.Everything()}
+			if sel := r.URL.Query().Get("labelSelector"); sel != "" {
+				if q.Labels, err = labels.Parse(sel); err != nil {
+					err = apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+					break
+				}
+			}
+			if info.Verb == "get" {
+				obj, err = sr.GetScoped(ctx, q, info.Name)
+			} else {
+				obj, err = sr.ListScoped(ctx, q)
+			}
+			break
+		}
 		vr, ok := h.res.Strategy.(registry.VirtualReader)
 		if !ok {
 			err = methodNotSupported(h.gr, info.Verb)

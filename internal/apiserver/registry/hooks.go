@@ -5,6 +5,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -96,6 +97,23 @@ type VirtualReader interface {
 	ListVirtual(ctx context.Context) (runtime.Object, error)
 }
 
+// VirtualQuery is what a read of a computed resource asks for.
+type VirtualQuery struct {
+	// Namespace is the request's namespace; "" for all namespaces or a
+	// cluster-scoped resource.
+	Namespace string
+	// Labels selects by label (labelSelector); never nil.
+	Labels labels.Selector
+}
+
+// ScopedVirtualReader serves get and list of a computed resource that has
+// namespaces or labels, such as metrics.k8s.io's PodMetrics. The handler
+// prefers it to VirtualReader.
+type ScopedVirtualReader interface {
+	GetScoped(ctx context.Context, q VirtualQuery, name string) (runtime.Object, error)
+	ListScoped(ctx context.Context, q VirtualQuery) (runtime.Object, error)
+}
+
 // GarbageCollectionPolicy gives a resource's default deletion propagation
 // when a delete names none (batch/v1 Jobs orphan their pods, as upstream).
 type GarbageCollectionPolicy interface {
@@ -106,5 +124,15 @@ type GarbageCollectionPolicy interface {
 func IsVirtual(r Resource) bool {
 	_, c := r.Strategy.(VirtualCreater)
 	_, g := r.Strategy.(VirtualReader)
-	return c || g
+	_, sg := r.Strategy.(ScopedVirtualReader)
+	return c || g || sg
+}
+
+// FieldPruner drops the fields of a decoded body that the resource's schema
+// does not declare and returns their paths ("spec.foo"). The handler calls
+// it on every create, update and patch body: fieldValidation Strict turns
+// the paths into a 400, Warn (the default) into warnings, as upstream does
+// for custom resources.
+type FieldPruner interface {
+	Prune(obj runtime.Object) (unknown []string)
 }

@@ -74,6 +74,11 @@ type Options struct {
 	// csrsigning controller signs approved certificate requests with
 	// (upstream's --cluster-signing-{cert,key}-file); empty disables it.
 	ClusterSigningCertFile, ClusterSigningKeyFile string
+
+	// HorizontalPodAutoscalerSyncPeriod is how often each HPA is
+	// reconciled (--horizontal-pod-autoscaler-sync-period; 0: upstream's
+	// 15 s).
+	HorizontalPodAutoscalerSyncPeriod time.Duration
 }
 
 // Controller is one running reconcile loop.

@@ -183,7 +183,29 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		},
+	}, {
+		// The API server serves metrics.k8s.io itself; metrics-server's
+		// manifest adds this role so that view, edit and admin (and so
+		// `kubectl top`) can read it.
+		ObjectMeta: withLabels(defaults("system:aggregated-metrics-reader"), map[string]string{
+			"rbac.authorization.k8s.io/aggregate-to-view":  "true",
+			"rbac.authorization.k8s.io/aggregate-to-edit":  "true",
+			"rbac.authorization.k8s.io/aggregate-to-admin": "true",
+		}),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods", "nodes"}},
+		},
 	}}
+}
+
+func withLabels(m metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		m.Labels[k] = v
+	}
+	return m
 }
 
 // SkiffClusterRoleBindings are the bindings Skiff adds to upstream's.
