@@ -22,6 +22,8 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
 	"github.com/skiff-sh/skiff/internal/controller/statefulset"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
+	"github.com/skiff-sh/skiff/internal/controller/volume/ephemeral"
+	"github.com/skiff-sh/skiff/internal/controller/volume/persistentvolume"
 )
 
 // Controllers is the registry of every controller the manager knows, by the
@@ -38,11 +40,13 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"disruption":              disruption.New,
 		"endpoints":               endpoints.New,
 		"endpointslice":           endpointslice.New,
+		ephemeral.Name:            ephemeral.New,
 		"garbagecollector":        garbagecollector.New,
 		"job":                     job.New,
 		"namespace":               namespace.New,
 		"node-ipam-controller":    nodeipam.New,
 		"nodelifecycle":           nodelifecycle.New,
+		persistentvolume.Name:     persistentvolume.New,
 		"podgc":                   podgc.New,
 		"replicaset":              replicaset.New,
 		"replicationcontroller":   replicaset.NewForReplicationControllers,
@@ -75,6 +79,10 @@ func ComponentName(name string) string {
 		return "pod-garbage-collector"
 	case "disruption":
 		return "controllermanager"
+	case persistentvolume.Name:
+		return persistentvolume.ComponentName
+	case ephemeral.Name:
+		return ephemeral.ComponentName
 	}
 	return name + "-controller"
 }
