@@ -288,10 +288,12 @@ func (c *Cacher) relist(ctx context.Context) error {
 	c.mu.Unlock()
 
 	start := time.Now()
-	resp, err := c.client.Get(ctx, c.prefix, clientv3.WithPrefix())
+	cctx, cancel := c.callCtx(ctx)
+	resp, err := c.client.Get(cctx, c.prefix, clientv3.WithPrefix())
+	cancel()
 	c.observe("list", start)
 	if err != nil {
-		return err
+		return c.etcdErr(ctx, err, c.prefix, 0)
 	}
 	logger := klog.FromContext(ctx)
 	items := make(map[string]*CachedObject, len(resp.Kvs))

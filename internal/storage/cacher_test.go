@@ -2,7 +2,10 @@ package storage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
@@ -249,4 +254,112 @@ func TestDeleteWithoutPreviousValue(t *testing.T) {
 	if len(objs) != 0 {
 		t.Fatalf("cache still holds %d objects after the delete", len(objs))
 	}
+}
+
+type listCounter struct {
+	mu    sync.Mutex
+	lists int
+}
+
+func (o *listCounter) ObserveEtcd(op, _ string, _ time.Duration) {
+	if op == "list" {
+		o.mu.Lock()
+		o.lists++
+		o.mu.Unlock()
+	}
+}
+
+// TestPagedSelectorListGrowsBatch: a paged list whose selector matches
+// one object in many does not read etcd `limit` keys per round trip; the
+// batch doubles, as upstream's.
+func TestPagedSelectorListGrowsBatch(t *testing.T) {
+	c := startEtcd(t)
+	obs := &listCounter{}
+	store := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{Observer: obs})
+	ctx := context.Background()
+	for i := 0; i < 500; i++ {
+		lbl := map[string]string{}
+		if i == 499 {
+			lbl["want"] = "yes"
+		}
+		if err := store.Create(ctx, fmt.Sprintf("%sns/o%03d", prefix, i), cm(fmt.Sprintf("o%03d", i), lbl), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel, _ := labels.Parse("want=yes")
+	list := &corev1.ConfigMapList{}
+	if err := store.List(ctx, prefix, storage.ListOptions{Limit: 1, Predicate: storage.Predicate{Label: sel, GetAttrs: attrs}}, list); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"o499"}, names(t, list)); diff != "" {
+		t.Fatalf("list (-want +got):\n%s", diff)
+	}
+	// 1+2+4+...+256 = 511 keys: 9 reads (a fixed batch of 1 needs 500).
+	if obs.lists > 10 {
+		t.Fatalf("%d etcd reads for one page over 500 keys, want at most 10", obs.lists)
+	}
+}
+
+// TestEtcdErrors: a value over etcd's request limit is ErrCodeRequestTooLarge
+// (413), and a call to an etcd that does not answer fails with
+// ErrCodeTimeout (504) after the call timeout instead of hanging.
+func TestEtcdErrors(t *testing.T) {
+	c := startEtcd(t)
+	store := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{CallTimeout: 500 * time.Millisecond})
+	ctx := context.Background()
+	// Over etcd's limit (1.5 MiB), and over the client's send limit (2 MiB).
+	for _, size := range []int{1600 << 10, 2 << 20} {
+		big := cm("big", nil)
+		big.Data["k"] = strings.Repeat("x", size)
+		if err := store.Create(ctx, prefix+"ns/big", big, nil); !storage.HasCode(err, storage.ErrCodeRequestTooLarge) {
+			t.Fatalf("create of %d bytes: got %v, want request too large", size, err)
+		}
+	}
+	if got := storage.ToAPIError(storage.NewRequestTooLargeForTest(), corev1.Resource("configmaps"), "big"); errorCode(got) != 413 {
+		t.Fatalf("request too large maps to %d, want 413", errorCode(got))
+	}
+
+	// An etcd endpoint that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	dead, err := clientv3.New(clientv3.Config{Endpoints: []string{ln.Addr().String()}, DialTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	deadStore := storage.NewStore(dead, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{CallTimeout: 500 * time.Millisecond})
+	start := time.Now()
+	err = deadStore.Get(ctx, prefix+"ns/a", &corev1.ConfigMap{})
+	if !storage.HasCode(err, storage.ErrCodeTimeout) {
+		t.Fatalf("get from an etcd that does not answer: got %v, want timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("get took %s, want about the call timeout", d)
+	}
+	if got := storage.ToAPIError(err, corev1.Resource("configmaps"), "a"); errorCode(got) != 504 {
+		t.Fatalf("timeout maps to %d, want 504", errorCode(got))
+	}
+}
+
+func errorCode(err error) int32 {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s.Status().Code
+	}
+	return 0
 }

@@ -17,9 +17,9 @@ const (
 	ErrCodeResourceExpired // the revision was compacted (410 Gone)
 	ErrCodeTooLargeResourceVersion
 	ErrCodeInvalidContinue
-	ErrCodeNotReady // the watch cache is (re)initializing (429)
+	ErrCodeNotReady        // the watch cache is (re)initializing (429)
 	ErrCodeRequestTooLarge // the object exceeds etcd's request limit (413)
-	ErrCodeTimeout // etcd did not answer in time (504)
+	ErrCodeTimeout         // etcd did not answer in time (504)
 )
 
 // Error is the error every storage call returns for an expected failure.

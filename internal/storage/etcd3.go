@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +38,8 @@ type Store struct {
 	resource string // metric label, e.g. "pods"
 	observer Observer
 	ttl      int64
+	// callTimeout bounds each etcd request (0: only the caller's context).
+	callTimeout time.Duration
 
 	leaseMu      sync.Mutex
 	leaseID      clientv3.LeaseID
@@ -49,11 +53,41 @@ type StoreOptions struct {
 	// seconds (upstream keeps events for an hour this way). Writes within
 	// a minute share one etcd lease.
 	TTL int64
+	// CallTimeout bounds each etcd request, so that a request fails with
+	// a timeout (504) instead of hanging while etcd is unreachable
+	// (0: only the caller's context bounds it).
+	CallTimeout time.Duration
 }
 
 // NewStore returns a store for one resource's objects.
 func NewStore(client *clientv3.Client, codec Codec, newFunc func() runtime.Object, resource string, opts StoreOptions) *Store {
-	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer, ttl: opts.TTL}
+	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer, ttl: opts.TTL, callTimeout: opts.CallTimeout}
+}
+
+// callCtx is the context of one etcd request: the caller's, bounded by the
+// store's call timeout.
+func (s *Store) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.callTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.callTimeout)
+}
+
+// etcdErr maps an etcd client error to the store's: a value over etcd's
+// request limit (413), a call that ran out of time while its caller had
+// not (504), a compacted or future revision; others pass through.
+func (s *Store) etcdErr(ctx context.Context, err error, key string, rev int64) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) ||
+		(status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "larger than max")) {
+		return &Error{Code: ErrCodeRequestTooLarge, Key: key, Msg: "the object is larger than the store's request limit: " + err.Error()}
+	}
+	if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded) {
+		return &Error{Code: ErrCodeTimeout, Key: key, Msg: fmt.Sprintf("etcd did not answer within %s", s.callTimeout)}
+	}
+	return mapEtcdErr(err, key, rev)
 }
 
 // putOpts attaches the shared lease when the store has a TTL.
@@ -64,9 +98,11 @@ func (s *Store) putOpts(ctx context.Context) ([]clientv3.OpOption, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
 	if s.leaseID == 0 || time.Since(s.leaseGranted) > time.Minute {
-		resp, err := s.client.Grant(ctx, s.ttl+60)
+		cctx, cancel := s.callCtx(ctx)
+		resp, err := s.client.Grant(cctx, s.ttl+60)
+		cancel()
 		if err != nil {
-			return nil, err
+			return nil, s.etcdErr(ctx, err, "", 0)
 		}
 		s.leaseID, s.leaseGranted = resp.ID, time.Now()
 	}
@@ -141,13 +177,15 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object)
 		return err
 	}
 	start := time.Now()
-	resp, err := s.client.Txn(ctx).
+	cctx, cancel := s.callCtx(ctx)
+	resp, err := s.client.Txn(cctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(data), popts...)).
 		Commit()
+	cancel()
 	s.observe("create", start)
 	if err != nil {
-		return err
+		return s.etcdErr(ctx, err, key, 0)
 	}
 	if !resp.Succeeded {
 		return newErr(ErrCodeKeyExists, key, "")
@@ -173,10 +211,12 @@ func copyWithRV(out, obj runtime.Object, rev int64) error {
 
 func (s *Store) Get(ctx context.Context, key string, out runtime.Object) error {
 	start := time.Now()
-	resp, err := s.client.Get(ctx, key)
+	cctx, cancel := s.callCtx(ctx)
+	resp, err := s.client.Get(cctx, key)
+	cancel()
 	s.observe("get", start)
 	if err != nil {
-		return err
+		return s.etcdErr(ctx, err, key, 0)
 	}
 	if len(resp.Kvs) == 0 {
 		return newErr(ErrCodeKeyNotFound, key, "")
@@ -186,10 +226,12 @@ func (s *Store) Get(ctx context.Context, key string, out runtime.Object) error {
 
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
 	start := time.Now()
-	resp, err := s.client.Get(ctx, "/registry/health-revision", clientv3.WithCountOnly())
+	cctx, cancel := s.callCtx(ctx)
+	resp, err := s.client.Get(cctx, "/registry/health-revision", clientv3.WithCountOnly())
+	cancel()
 	s.observe("get", start)
 	if err != nil {
-		return 0, err
+		return 0, s.etcdErr(ctx, err, "", 0)
 	}
 	return resp.Header.Revision, nil
 }
@@ -217,10 +259,12 @@ func (p *Preconditions) check(key string, obj runtime.Object) error {
 // preconditions against it.
 func (s *Store) readChecked(ctx context.Context, key string, preconditions *Preconditions) (*mvccpb.KeyValue, runtime.Object, error) {
 	start := time.Now()
-	resp, err := s.client.Get(ctx, key)
+	cctx, cancel := s.callCtx(ctx)
+	resp, err := s.client.Get(cctx, key)
+	cancel()
 	s.observe("get", start)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, s.etcdErr(ctx, err, key, 0)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil, newErr(ErrCodeKeyNotFound, key, "")
@@ -262,13 +306,15 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 			return err
 		}
 		start := time.Now()
-		txn, err := s.client.Txn(ctx).
+		cctx, cancel := s.callCtx(ctx)
+		txn, err := s.client.Txn(cctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpPut(key, string(data), popts...)).
 			Commit()
+		cancel()
 		s.observe("update", start)
 		if err != nil {
-			return err
+			return s.etcdErr(ctx, err, key, 0)
 		}
 		if txn.Succeeded {
 			if err := copyWithRV(out, updated, txn.Header.Revision); err != nil {
@@ -287,13 +333,15 @@ func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, prec
 			return err
 		}
 		start := time.Now()
-		txn, err := s.client.Txn(ctx).
+		cctx, cancel := s.callCtx(ctx)
+		txn, err := s.client.Txn(cctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).
 			Commit()
+		cancel()
 		s.observe("delete", start)
 		if err != nil {
-			return err
+			return s.etcdErr(ctx, err, key, 0)
 		}
 		if txn.Succeeded {
 			if out != nil {
@@ -343,6 +391,10 @@ func DecodeContinue(token, prefix string) (string, int64, error) {
 	}
 	return prefix + c.StartKey, c.ResourceVersion, nil
 }
+
+// maxListBatch is the most keys one etcd read of a paged, filtered list
+// asks for (upstream's maxLimit).
+const maxListBatch = 10000
 
 // List reads from etcd. With opts.Continue it reads the token's revision;
 // with ResourceVersionMatch=Exact the given revision; otherwise the newest.
@@ -395,10 +447,12 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 			getOpts = append(getOpts, clientv3.WithRev(readRev))
 		}
 		start := time.Now()
-		resp, err := s.client.Get(ctx, startKey, getOpts...)
+		cctx, cancel := s.callCtx(ctx)
+		resp, err := s.client.Get(cctx, startKey, getOpts...)
+		cancel()
 		s.observe("list", start)
 		if err != nil {
-			return mapEtcdErr(err, prefix, readRev)
+			return s.etcdErr(ctx, err, prefix, readRev)
 		}
 		if readRev == 0 {
 			readRev = resp.Header.Revision
@@ -433,6 +487,11 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 			break
 		}
 		startKey = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		if !opts.Predicate.Empty() && batch > 0 {
+			// A selector that matches few objects would take one round
+			// trip per few keys: grow the batch as upstream does.
+			batch = min(batch*2, maxListBatch)
+		}
 	}
 	lm, err := meta.ListAccessor(listObj)
 	if err != nil {
@@ -449,10 +508,12 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 			// Upstream tells how many items are left when it can count them
 			// exactly: with no selector, every remaining key is an item.
 			start := time.Now()
-			cresp, err := s.client.Get(ctx, lastKey+"\x00", clientv3.WithRange(end), clientv3.WithRev(readRev), clientv3.WithCountOnly())
+			cctx, cancel := s.callCtx(ctx)
+			cresp, err := s.client.Get(cctx, lastKey+"\x00", clientv3.WithRange(end), clientv3.WithRev(readRev), clientv3.WithCountOnly())
+			cancel()
 			s.observe("list", start)
 			if err != nil {
-				return mapEtcdErr(err, prefix, readRev)
+				return s.etcdErr(ctx, err, prefix, readRev)
 			}
 			remaining := cresp.Count
 			lm.SetRemainingItemCount(&remaining)

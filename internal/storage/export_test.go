@@ -26,3 +26,6 @@ func (c *Cacher) SetAfterWatchBreak(f func()) {
 
 // ApplyEvent feeds the cache one etcd event, as its watch would.
 func (c *Cacher) ApplyEvent(ev *clientv3.Event) { c.apply(klog.Background(), ev) }
+
+// NewRequestTooLargeForTest is the error a write over etcd's limit gets.
+func NewRequestTooLargeForTest() error { return &Error{Code: ErrCodeRequestTooLarge, Msg: "too large"} }
