@@ -11,8 +11,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -23,8 +26,10 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/agent/containerd"
+	"github.com/skiff-sh/skiff/internal/agent/routes"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/proxy"
 	proxynode "github.com/skiff-sh/skiff/internal/proxy/node"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
@@ -58,6 +63,9 @@ type Config struct {
 	DisableServiceProxy bool
 	// ReadyTimeout bounds each start step (default 2 min).
 	ReadyTimeout time.Duration
+	// ClusterCIDR is the whole pod network (default 10.42.0.0/16): the
+	// pod routes masquerade what leaves it, the proxy what enters it.
+	ClusterCIDR netip.Prefix
 	// KubeletAPI serves the kubelet API (logs, exec, port-forward, metrics)
 	// on Kubelet.Port and rotates container logs; nil Certificate leaves
 	// both out. See internal/kubelet/server.
@@ -67,6 +75,8 @@ type Config struct {
 // KubeletAPIConfig is what the kubelet API server needs from the wiring.
 type KubeletAPIConfig struct {
 	// Certificate is the serving certificate (signed by the cluster CA).
+	// When nil, a joining agent uses the one the join obtained, and one
+	// given a RESTConfig asks for one (bootstrap.Serving).
 	Certificate *tls.Certificate
 	// ClientCA verifies its clients (the cluster CA).
 	ClientCA *x509.CertPool
@@ -125,6 +135,14 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "agent"), 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	if !a.cfg.ClusterCIDR.IsValid() {
+		a.cfg.ClusterCIDR = routes.DefaultClusterCIDR
+	}
+	// The node's InternalIP is settled before the join, so that the
+	// kubelet serving certificate names the address the API server dials.
+	if a.cfg.Kubelet.NodeIP == "" {
+		a.cfg.Kubelet.NodeIP = primaryAddress()
+	}
 	if a.cfg.RESTConfig == nil {
 		if a.cfg.Join == nil {
 			return errors.New("agent: no API server credentials")
@@ -135,6 +153,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		if jo.NodeName == "" {
 			jo.NodeName = a.cfg.Kubelet.NodeName
+		}
+		if !slices.Contains(jo.ServingAddresses, a.cfg.Kubelet.NodeIP) {
+			jo.ServingAddresses = append(slices.Clone(jo.ServingAddresses), a.cfg.Kubelet.NodeIP)
 		}
 		id, err := bootstrap.Join(ctx, jo)
 		if err != nil {
@@ -158,6 +179,12 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 
 	endpoint := a.cfg.ContainerRuntimeEndpoint
 	kopts := a.cfg.Kubelet
+	// Host-local's leases live with the agent (several agents may share a
+	// host), and the pod routes do the masquerading (internal/agent/routes).
+	if kopts.CNI.IPAMDataDir == "" {
+		kopts.CNI.IPAMDataDir = filepath.Join(a.cfg.DataDir, "agent", "cni", "networks")
+	}
+	kopts.CNI.NoMasquerade = true
 	var handles []*lifecycle.Handle
 	defer func() {
 		for i := len(handles) - 1; i >= 0; i-- {
@@ -218,7 +245,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	handles = append(handles, kh)
-	if api := a.cfg.KubeletAPI; api.Certificate != nil {
+	// Routes to the other nodes' pods, before the proxy sends traffic there.
+	rh, err := lifecycle.Launch(ctx, "routes", routes.New(client, kopts.NodeName, routes.Options{ClusterCIDR: a.cfg.ClusterCIDR}), a.cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	handles = append(handles, rh)
+	launchAPI := func(api KubeletAPIConfig) (*lifecycle.Handle, error) {
 		port := kopts.Port
 		if port == 0 {
 			port = kubelet.DefaultPort
@@ -228,17 +261,65 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			Metrics: kubeletMetrics,
 		}, api.Rotation)
 		if err != nil {
-			return fmt.Errorf("agent: kubelet API: %w", err)
+			return nil, fmt.Errorf("agent: kubelet API: %w", err)
 		}
-		nh, err := lifecycle.Launch(ctx, "kubelet-api", node, a.cfg.ReadyTimeout)
+		return lifecycle.Launch(ctx, "kubelet-api", node, a.cfg.ReadyTimeout)
+	}
+	var apiDone chan struct{}
+	defer func() {
+		if apiDone != nil {
+			<-apiDone
+		}
+	}()
+	if api := a.cfg.KubeletAPI; api.Certificate != nil {
+		nh, err := launchAPI(api)
 		if err != nil {
 			return err
 		}
 		handles = append(handles, nh)
+	} else {
+		// Given credentials but no certificate (--kubeconfig): ask for a
+		// serving certificate. A node asking for itself is approved at
+		// once; otherwise the request waits for an admin, and the kubelet
+		// API starts whenever it is issued.
+		apiDone = make(chan struct{})
+		apiCtx, apiCancel := context.WithCancel(ctx)
+		defer apiCancel() // before apiDone is waited on (deferred earlier, run later)
+		got := make(chan *lifecycle.Handle, 1)
+		go func() {
+			ctx := apiCtx
+			defer close(apiDone)
+			cert, pool, err := bootstrap.Serving(ctx, a.cfg.RESTConfig, bootstrap.ServingOptions{
+				NodeName: kopts.NodeName, Dir: filepath.Join(a.cfg.DataDir, "agent"), Addresses: []string{kopts.NodeIP},
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.Error(err, "No kubelet API: pods' logs, exec and port-forward will answer 503")
+				}
+				got <- nil
+				return
+			}
+			api.Certificate, api.ClientCA = &cert, pool
+			nh, err := launchAPI(api)
+			if err != nil {
+				logger.Error(err, "Kubelet API did not start")
+				got <- nil
+				return
+			}
+			got <- nh
+			<-ctx.Done()
+			_ = nh.Stop()
+		}()
+		select {
+		case <-got:
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			logger.Info("Waiting for the kubelet serving certificate to be approved (kubectl get csr; kubectl certificate approve NAME); the kubelet API starts once it is issued", "node", kopts.NodeName)
+		}
 	}
 	if !a.cfg.DisableServiceProxy {
 		// The service proxy and NetworkPolicy for this node (internal/proxy/node).
-		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName})
+		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName, Proxy: proxy.Options{ClusterCIDR: a.cfg.ClusterCIDR}})
 		if err != nil {
 			return fmt.Errorf("agent: proxy: %w", err)
 		}
@@ -259,6 +340,23 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	case <-cdDone:
 		return fmt.Errorf("containerd supervisor stopped: %w", orStopped(handles[0].Err()))
 	}
+}
+
+// primaryAddress is the address of the interface of the default route
+// (IPv4 first), as the kubelet picks it; loopback when there is none.
+func primaryAddress() string {
+	for _, target := range []string{"192.0.2.1:9", "[2001:db8::1]:9"} {
+		c, err := net.Dial("udp", target)
+		if err != nil {
+			continue
+		}
+		ip := c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+		if !ip.IsLoopback() && !ip.IsUnspecified() {
+			return ip.String()
+		}
+	}
+	return "127.0.0.1"
 }
 
 func orStopped(err error) error {

@@ -57,6 +57,9 @@ const DefaultServiceIP = "10.43.0.1"
 type Options struct {
 	// BindAddress is the address the API server listens on; it is added to
 	// the serving certificate unless it is unspecified (0.0.0.0, ::) or empty.
+	// An unspecified one adds the host's primary address instead (that of
+	// the default route's interface: the address joining agents dial, and
+	// the one the API server advertises).
 	BindAddress string
 	// ExtraSANs are more DNS names or IP addresses for the serving certificate.
 	ExtraSANs []string
@@ -97,6 +100,10 @@ func ServingSANs(opts Options) (dnsNames []string, ips []net.IP) {
 	}
 	if ip := net.ParseIP(opts.BindAddress); opts.BindAddress != "" && (ip == nil || !ip.IsUnspecified()) {
 		names = append(names, opts.BindAddress)
+	} else if ip != nil && ip.IsUnspecified() {
+		if primary := primaryAddress(); primary != "" {
+			names = append(names, primary)
+		}
 	}
 	names = append(names, opts.ExtraSANs...)
 	for _, n := range names {
@@ -373,4 +380,21 @@ func writeFile(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// primaryAddress is the address of the default route's interface (IPv4
+// first), or "" when there is none.
+func primaryAddress() string {
+	for _, target := range []string{"192.0.2.1:9", "[2001:db8::1]:9"} {
+		c, err := net.Dial("udp", target)
+		if err != nil {
+			continue
+		}
+		ip := c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+		if !ip.IsLoopback() && !ip.IsUnspecified() {
+			return ip.String()
+		}
+	}
+	return ""
 }

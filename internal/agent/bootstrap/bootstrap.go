@@ -384,3 +384,89 @@ func writeFile(path string, data []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// ServingOptions say which kubelet serving certificate a node with
+// credentials wants (see Serving).
+type ServingOptions struct {
+	// NodeName is this node's name (the certificate's CN system:node:<name>).
+	NodeName string
+	// Dir keeps the key pair (the agent's <data-dir>/agent:
+	// pki/kubelet.{crt,key}).
+	Dir string
+	// Addresses are the node's IPs and DNS names, put in the certificate
+	// beside NodeName.
+	Addresses []string
+}
+
+// Serving returns the kubelet serving certificate of a node that already
+// has API credentials (an agent started with --kubeconfig), and the
+// cluster CA (from cfg) that verifies the kubelet's clients. A key pair
+// under Dir signed by that CA, naming the node and every address and not
+// about to expire is reused; otherwise the node asks for a new one with a
+// CertificateSigningRequest (signer kubernetes.io/kubelet-serving) and
+// waits until it is issued or ctx ends. The csrapproving controller
+// approves it when cfg's user is the node itself (system:node:<name>);
+// for any other user it waits for `kubectl certificate approve`.
+func Serving(ctx context.Context, cfg *rest.Config, opts ServingOptions) (tls.Certificate, *x509.CertPool, error) {
+	caPEM := cfg.TLSClientConfig.CAData
+	if len(caPEM) == 0 && cfg.TLSClientConfig.CAFile != "" {
+		b, err := os.ReadFile(cfg.TLSClientConfig.CAFile)
+		if err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+		}
+		caPEM = b
+	}
+	pool := x509.NewCertPool()
+	if len(caPEM) == 0 || !pool.AppendCertsFromPEM(caPEM) {
+		return tls.Certificate{}, nil, errors.New("kubelet serving certificate: the kubeconfig names no cluster CA (certificate-authority), so the kubelet could not verify its clients")
+	}
+	certFile, keyFile := filepath.Join(opts.Dir, ServingCertFile), filepath.Join(opts.Dir, ServingKeyFile)
+	names := append([]string{opts.NodeName}, opts.Addresses...)
+	if pair, ok := loadServing(certFile, keyFile, pool, opts.NodeName, names); ok {
+		return pair, pool, nil
+	}
+	rc := rest.CopyConfig(cfg)
+	rc.UserAgent = "skiff-agent/bootstrap"
+	keyPEM, certPEM, err := requestCertificate(ctx, rc, certificatesv1.KubeletServingSignerName, opts.NodeName, names,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth})
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{keyFile, keyPEM}, {certFile, certPEM}} {
+		if err := writeFile(f.path, f.data); err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("kubelet serving certificate: %w", err)
+		}
+	}
+	pair, ok := loadServing(certFile, keyFile, pool, opts.NodeName, names)
+	if !ok {
+		return tls.Certificate{}, nil, errors.New("kubelet serving certificate: the certificate just issued does not verify against the kubeconfig's CA")
+	}
+	klog.FromContext(ctx).Info("Obtained the kubelet serving certificate", "node", opts.NodeName, "names", names)
+	return pair, pool, nil
+}
+
+// loadServing loads a serving key pair that chains to roots, names the
+// node and every name, and has more than renewBefore left.
+func loadServing(certFile, keyFile string, roots *x509.CertPool, node string, names []string) (tls.Certificate, bool) {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return pair, false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || leaf.Subject.CommonName != "system:node:"+node || time.Until(leaf.NotAfter) < renewBefore {
+		return pair, false
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return pair, false
+	}
+	for _, n := range names {
+		if leaf.VerifyHostname(n) != nil {
+			return pair, false
+		}
+	}
+	pair.Leaf = leaf
+	return pair, true
+}

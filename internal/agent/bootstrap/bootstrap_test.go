@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	kubeapiserver "github.com/skiff-sh/skiff/internal/apiserver"
@@ -176,6 +178,57 @@ func TestJoin(t *testing.T) {
 				t.Errorf("a refused join wrote %d entries in its directory", len(entries))
 			}
 		})
+	}
+}
+
+// TestServing: an agent started with --kubeconfig (here the kubeconfig a
+// join wrote) gets a kubelet serving certificate signed by the cluster CA
+// for its names, approved because the node asked for itself, and keeps it
+// across restarts.
+func TestServing(t *testing.T) {
+	c, token := startCluster(t)
+	ctx := context.Background()
+	id, err := bootstrap.Join(ctx, bootstrap.Options{Server: c.Config.Host, Token: token.String(), NodeName: "node-k", Dir: t.TempDir(), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", id.KubeconfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	opts := bootstrap.ServingOptions{NodeName: "node-k", Dir: dir, Addresses: []string{"10.99.0.2"}}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pair, pool, err := bootstrap.Serving(sctx, cfg, opts)
+	if err != nil {
+		t.Fatalf("Serving: %v", err)
+	}
+	for _, name := range []string{"node-k", "10.99.0.2"} {
+		if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("serving certificate for %s: %v", name, err)
+		}
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(c.PKI.CA)
+	if _, err := pair.Leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("not signed by the cluster CA: %v", err)
+	}
+	again, _, err := bootstrap.Serving(sctx, cfg, opts)
+	if err != nil || !again.Leaf.Equal(pair.Leaf) {
+		t.Errorf("second call: %v, same certificate %v; want it reused", err, err == nil && again.Leaf.Equal(pair.Leaf))
+	}
+	// A new address means a new certificate.
+	opts.Addresses = append(opts.Addresses, "10.99.0.3")
+	third, _, err := bootstrap.Serving(sctx, cfg, opts)
+	if err != nil || third.Leaf.Equal(pair.Leaf) || third.Leaf.VerifyHostname("10.99.0.3") != nil {
+		t.Errorf("with a new address: %v; want a new certificate naming it", err)
+	}
+
+	noCA := rest.CopyConfig(cfg)
+	noCA.TLSClientConfig.CAData, noCA.TLSClientConfig.CAFile, noCA.TLSClientConfig.Insecure = nil, "", true
+	if _, _, err := bootstrap.Serving(sctx, noCA, bootstrap.ServingOptions{NodeName: "node-k", Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "names no cluster CA") {
+		t.Errorf("without a CA: %v, want a clear error", err)
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
+	"github.com/skiff-sh/skiff/internal/agent/routes"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 )
@@ -47,6 +50,8 @@ type Flags struct {
 	KubeletPort              int
 	ContainerLogMaxSize      string
 	ContainerLogMaxFiles     int
+	CgroupRoot               string
+	ClusterCIDR              string
 }
 
 // DefaultFlags work on a fresh machine given a kubeconfig.
@@ -59,6 +64,8 @@ func DefaultFlags() Flags {
 		KubeletPort:          kubelet.DefaultPort,
 		ContainerLogMaxSize:  "10Mi",
 		ContainerLogMaxFiles: kubeletserver.DefaultContainerLogMaxFiles,
+		CgroupRoot:           "/",
+		ClusterCIDR:          routes.DefaultClusterCIDR.String(),
 	}
 }
 
@@ -110,6 +117,8 @@ containers keep running and are adopted at the next start.`,
 	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the kubelet API (logs, exec, port-forward, metrics), advertised in the Node's status")
 	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log file is rotated")
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
+	fs.StringVar(&f.CgroupRoot, "cgroup-root", f.CgroupRoot, "cgroup under which the pods' kubepods hierarchy is made; give each agent sharing a host its own, e.g. /skiff-node2")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the cluster's whole pod network: traffic from pods leaving it is masqueraded, traffic between pods on different nodes is routed as it is")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -185,6 +194,13 @@ func (f Flags) Config() (agent.Config, error) {
 	if f.KubeletPort <= 0 || f.KubeletPort > 65535 {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", f.KubeletPort))
 	}
+	clusterCIDR, err := netip.ParsePrefix(f.ClusterCIDR)
+	if err != nil || !clusterCIDR.Addr().Is4() {
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q is not an IPv4 CIDR", f.ClusterCIDR))
+	}
+	if !strings.HasPrefix(f.CgroupRoot, "/") {
+		errs = append(errs, fmt.Errorf("--cgroup-root %q must be an absolute cgroup path", f.CgroupRoot))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return agent.Config{}, err
 	}
@@ -202,7 +218,9 @@ func (f Flags) Config() (agent.Config, error) {
 		Join:                     join,
 		ContainerRuntimeEndpoint: f.ContainerRuntimeEndpoint,
 		CNIConfDir:               f.CNIConfDir,
+		ClusterCIDR:              clusterCIDR.Masked(),
 		Kubelet: kubelet.Options{
+			CgroupRoot:         path.Clean(f.CgroupRoot),
 			NodeName:           name,
 			NodeIP:             f.NodeIP,
 			NodeLabels:         labels,
