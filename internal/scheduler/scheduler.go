@@ -626,6 +626,28 @@ func (s *Scheduler) addEventHandlers(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("scheduler: node handler: %w", err)
 	}
+	return s.addVolumeEventHandlers(ctx)
+}
+
+// addVolumeEventHandlers moves unschedulable pods when a claim, a volume
+// or a storage class appears or changes, so that a pod waiting for its
+// claims to bind (VolumeBinding) is tried again at once.
+func (s *Scheduler) addVolumeEventHandlers(ctx context.Context) error {
+	move := func(event queue.Event) toolscache.ResourceEventHandlerFuncs {
+		return toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.queue.MoveAllToActiveOrBackoffQueue(ctx, event, nil) },
+			UpdateFunc: func(any, any) { s.queue.MoveAllToActiveOrBackoffQueue(ctx, event, nil) },
+		}
+	}
+	if err := s.handle(s.factory.Core().V1().PersistentVolumeClaims().Informer(), move("PersistentVolumeClaimChange")); err != nil {
+		return fmt.Errorf("scheduler: claim handler: %w", err)
+	}
+	if err := s.handle(s.factory.Core().V1().PersistentVolumes().Informer(), move("PersistentVolumeChange")); err != nil {
+		return fmt.Errorf("scheduler: volume handler: %w", err)
+	}
+	if err := s.handle(s.factory.Storage().V1().StorageClasses().Informer(), move("StorageClassChange")); err != nil {
+		return fmt.Errorf("scheduler: storage class handler: %w", err)
+	}
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/prioritysort"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/schedulinggates"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/tainttoleration"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins/volumebinding"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/zoneaffinity"
 )
 
@@ -43,12 +44,14 @@ func NewInTreeRegistry() framework.Registry {
 		defaultbinder.Name:                   defaultbinder.New,
 		defaultpreemption.Name:               defaultpreemption.New,
 		zoneaffinity.Name:                    zoneaffinity.New,
+		volumebinding.Name:                   volumebinding.New,
 	}
 }
 
 // DefaultProfile is upstream's default profile (kubescheduler.config.k8s.io/v1
-// MultiPoint plugins and score weights), without the volume plugins, which
-// Skiff does not have yet.
+// MultiPoint plugins and score weights). Of the volume plugins only
+// VolumeBinding is there (VolumeRestrictions, NodeVolumeLimits and VolumeZone
+// are not built; VolumeBinding has no Score here).
 func DefaultProfile() runtime.Profile {
 	return runtime.Profile{
 		SchedulerName: DefaultSchedulerName,
@@ -61,6 +64,7 @@ func DefaultProfile() runtime.Profile {
 			{Name: nodeaffinity.Name, Weight: 2},
 			{Name: nodeports.Name},
 			{Name: noderesources.FitName, Weight: 1},
+			{Name: volumebinding.Name},
 			{Name: podtopologyspread.Name, Weight: 2},
 			{Name: interpodaffinity.Name, Weight: 2},
 			{Name: noderesources.BalancedAllocationName, Weight: 1},
