@@ -26,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/satoken"
 	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
 	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
 	"github.com/skiff-sh/skiff/internal/server"
@@ -44,6 +45,8 @@ type Flags struct {
 	KubeletPort          int
 	ContainerLogMaxSize  string
 	ContainerLogMaxFiles int
+	// The in-process agent's eviction and garbage collection.
+	EvictionGC kubelet.EvictionGCFlags
 
 	// The in-process controllers, named as kube-controller-manager's flags.
 	Controllers       []string
@@ -61,9 +64,23 @@ type Flags struct {
 	// in-process scheduler (empty: the default profile).
 	SchedulerConfig string
 
+	// Security: authentication beyond certificates (security.go).
+	Security SecurityFlags
+
 	// AuthorizationMode is the API server's comma-separated authorization
 	// modes (Node, RBAC, AlwaysAllow), asked in order.
 	AuthorizationMode string
+
+	// Service-account tokens, named as kube-apiserver's flags.
+	ServiceAccountKeyFiles       []string
+	ServiceAccountSigningKeyFile string
+	ServiceAccountIssuers        []string
+	APIAudiences                 []string
+	ServiceAccountJWKSURI        string
+	ServiceAccountMaxExpiration  time.Duration
+	// ServiceAccountNoExtendExpiration is the inverse of
+	// --service-account-extend-token-expiration (on by default).
+	ServiceAccountNoExtendExpiration bool
 
 	// Services: cluster DNS and load-balancer addresses
 	// (internal/server/services.go).
@@ -85,6 +102,7 @@ func DefaultFlags() Flags {
 		KubeletPort:          kubelet.DefaultPort,
 		ContainerLogMaxSize:  "10Mi",
 		ContainerLogMaxFiles: kubeletserver.DefaultContainerLogMaxFiles,
+		EvictionGC:           kubelet.DefaultEvictionGCFlags(),
 		NodeMonitorGrace:     c.NodeMonitorGracePeriod,
 		NodeMonitorPeriod:    c.NodeMonitorPeriod,
 		NodeStartupGrace:     c.NodeStartupGracePeriod,
@@ -96,6 +114,7 @@ func DefaultFlags() Flags {
 // NewCommand builds `skiff server`.
 func NewCommand() *cobra.Command {
 	f := DefaultFlags()
+	extendTokens := new(bool)
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: embedded etcd, the Kubernetes API server and the controllers",
@@ -110,6 +129,7 @@ or the KubeSchedulerConfiguration given by --scheduler-config. SIGINT or SIGTERM
 stops the controllers, the API server, then etcd, and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.ServiceAccountNoExtendExpiration = !*extendTokens
 			cfg, err := f.Config()
 			if err != nil {
 				return err
@@ -138,6 +158,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the in-process agent's kubelet API (logs, exec, port-forward, metrics)")
 	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log file is rotated")
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
+	f.EvictionGC.AddFlags(fs)
 	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent (kubelet and containerd) in this process; by default the server also runs this host as a node named after its hostname")
 	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("in-process controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
 	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy and tainted")
@@ -148,6 +169,14 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), AlwaysAllow (every authenticated user may do everything)")
+	fs.StringArrayVar(&f.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM file of public keys (or private keys, or certificates) that verify service-account tokens; repeatable. The signing key always verifies too")
+	fs.StringVar(&f.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM private key (RSA or ECDSA) that signs service-account tokens (default <data-dir>/pki/sa.key, created at the first start)")
+	fs.StringArrayVar(&f.ServiceAccountIssuers, "service-account-issuer", nil, "issuer (iss) of service-account tokens; repeatable: the first signs new tokens, all are accepted (default "+satoken.DefaultIssuer+")")
+	fs.StringSliceVar(&f.APIAudiences, "api-audiences", nil, "audiences the API server accepts in tokens (default: the first --service-account-issuer)")
+	fs.StringVar(&f.ServiceAccountJWKSURI, "service-account-jwks-uri", "", "jwks_uri of the issuer's discovery document (default <issuer>/openid/v1/jwks)")
+	fs.DurationVar(&f.ServiceAccountMaxExpiration, "service-account-max-token-expiration", 0, "longest lifetime a TokenRequest gets; longer requests are shortened (0: no limit)")
+	fs.BoolVar(extendTokens, "service-account-extend-token-expiration", true, "issue pod-bound tokens that the kubelet asks for with the default lifetime for a year, with a warnafter claim at the hour, as upstream")
+	f.Security.addFlags(fs)
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -224,6 +253,10 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	kubeletOpts := kubelet.Options{Port: f.KubeletPort}
+	if err := f.EvictionGC.Apply(&kubeletOpts); err != nil {
+		errs = append(errs, err)
+	}
 	if f.ClusterDNSPort <= 0 || f.ClusterDNSPort > 65535 {
 		errs = append(errs, fmt.Errorf("--cluster-dns-port %d is not a port", f.ClusterDNSPort))
 	}
@@ -249,9 +282,21 @@ func (f Flags) Config() (server.Config, error) {
 		}
 		schedCfg = &c
 	}
+	security, err := f.Security.config()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	authzModes, err := apiserver.ParseAuthorizationModes(f.AuthorizationMode)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
+	}
+	for _, iss := range f.ServiceAccountIssuers {
+		if strings.TrimSpace(iss) == "" {
+			errs = append(errs, errors.New("--service-account-issuer must not be empty"))
+		}
+	}
+	if f.ServiceAccountMaxExpiration != 0 && f.ServiceAccountMaxExpiration < time.Hour {
+		errs = append(errs, errors.New("--service-account-max-token-expiration must be at least 1h"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return server.Config{}, err
@@ -272,7 +317,7 @@ func (f Flags) Config() (server.Config, error) {
 		DisableAgent:   f.DisableAgent,
 		Services:       server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
 		Agent: agent.Config{
-			Kubelet:    kubelet.Options{Port: f.KubeletPort},
+			Kubelet:    kubeletOpts,
 			KubeletAPI: agent.KubeletAPIConfig{Rotation: rotation},
 		},
 		Controllers: selection,
@@ -282,6 +327,12 @@ func (f Flags) Config() (server.Config, error) {
 		},
 		SchedulerConfig:    schedCfg,
 		AuthorizationModes: authzModes,
+		Security:           security,
+		ServiceAccounts: server.ServiceAccountsConfig{
+			KeyFiles: f.ServiceAccountKeyFiles, SigningKeyFile: f.ServiceAccountSigningKeyFile,
+			Issuers: f.ServiceAccountIssuers, APIAudiences: f.APIAudiences, JWKSURI: f.ServiceAccountJWKSURI,
+			MaxExpiration: f.ServiceAccountMaxExpiration, NoExtendExpiration: f.ServiceAccountNoExtendExpiration,
+		},
 	}, nil
 }
 

@@ -27,7 +27,13 @@ func TestDefaultsAreValid(t *testing.T) {
 		EtcdClientPort: 2379, EtcdPeerPort: 2380,
 		Controllers: manager.Selection{"*"},
 		Agent: agent.Config{
-			Kubelet:    kubelet.Options{Port: 10250},
+			Kubelet: func() kubelet.Options {
+				o := kubelet.Options{Port: 10250}
+				if err := kubelet.DefaultEvictionGCFlags().Apply(&o); err != nil {
+					t.Fatal(err)
+				}
+				return o
+			}(),
 			KubeletAPI: agent.KubeletAPIConfig{Rotation: kubeletserver.RotatorOptions{MaxSize: 10 << 20, MaxFiles: 5}},
 		},
 		ControllerOptions: &manager.Options{
