@@ -25,6 +25,8 @@ type Metrics struct {
 	podStartSLI      prometheus.Histogram
 	podWorker        *prometheus.HistogramVec
 	nodeName         *prometheus.GaugeVec
+	evictions        *prometheus.CounterVec
+	imageGC          *prometheus.CounterVec
 }
 
 // podStartBuckets are upstream's buckets for the pod start histograms.
@@ -70,8 +72,16 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Subsystem: "kubelet", Name: "node_name",
 			Help: "The node's name. The count is always 1.",
 		}, []string{"node"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "evictions",
+			Help: "Cumulative number of pod evictions by eviction signal",
+		}, []string{"eviction_signal"}),
+		imageGC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "image_garbage_collected_total",
+			Help: "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.runtimeOps, m.runtimeOpErrors, m.runtimeDurations, m.podStart, m.podStartSLI, m.podWorker, m.nodeName)
+	reg.MustRegister(m.runtimeOps, m.runtimeOpErrors, m.runtimeDurations, m.podStart, m.podStartSLI, m.podWorker, m.nodeName, m.evictions, m.imageGC)
 	return m
 }
 
@@ -87,6 +97,13 @@ func (m *Metrics) ObservePodStartSLI(d time.Duration) { m.podStartSLI.Observe(d.
 func (m *Metrics) ObservePodWorker(op string, d time.Duration) {
 	m.podWorker.WithLabelValues(op).Observe(d.Seconds())
 }
+
+// IncEviction counts a pod the kubelet evicted (kubelet_evictions).
+func (m *Metrics) IncEviction(signal string) { m.evictions.WithLabelValues(signal).Inc() }
+
+// IncImageGC counts an image removed by garbage collection, reason
+// "space" or "age" (kubelet_image_garbage_collected_total).
+func (m *Metrics) IncImageGC(reason string) { m.imageGC.WithLabelValues(reason).Inc() }
 
 func (m *Metrics) observeRuntime(op string, start time.Time, err error) {
 	m.runtimeOps.WithLabelValues(op).Inc()

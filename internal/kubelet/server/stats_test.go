@@ -6,10 +6,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/skiff-sh/skiff/internal/kubelet"
 )
+
+// The agent hands the kubelet API's Metrics to the kubelet.
+var _ kubelet.Metrics = (*Metrics)(nil)
 
 func TestMetricsAndStats(t *testing.T) {
 	h := startHarness(t, nil)
@@ -26,11 +32,27 @@ func TestMetricsAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What the kubelet reports through kubelet.Metrics.
+	h.metrics.ObservePodStart(1500 * time.Millisecond)
+	h.metrics.ObservePodStartSLI(700 * time.Millisecond)
+	h.metrics.ObservePodWorker("create", 30*time.Millisecond)
+	h.metrics.IncEviction("memory.available")
+	h.metrics.IncImageGC("space")
+	h.metrics.IncImageGC("space")
+
 	code, body := get(t, c, h.base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, want := range []string{
+		`kubelet_pod_start_duration_seconds_bucket{le="1"} 0`,
+		`kubelet_pod_start_duration_seconds_bucket{le="2"} 1`,
+		"kubelet_pod_start_duration_seconds_count 1",
+		`kubelet_pod_start_sli_duration_seconds_bucket{le="0.5"} 0`,
+		`kubelet_pod_start_sli_duration_seconds_bucket{le="1"} 1`,
+		`kubelet_pod_worker_duration_seconds_bucket{operation_type="create",le="0.05"} 1`,
+		`kubelet_evictions{eviction_signal="memory.available"} 1`,
+		`kubelet_image_garbage_collected_total{reason="space"} 2`,
 		"kubelet_running_pods 1",
 		`kubelet_running_containers{container_state="running"} 1`,
 		`kubelet_running_containers{container_state="exited"} 1`,
