@@ -224,6 +224,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	// The kubelet's CRI calls are counted in kubelet_runtime_operations_*
 	// (served by the kubelet API's /metrics).
 	kubeletMetrics := kubeletserver.NewMetrics(nil)
+	kopts.Metrics = kubeletMetrics
 	rs = kubeletserver.InstrumentRuntime(rs, kubeletMetrics)
 	a.runtime, a.images = rs, is
 

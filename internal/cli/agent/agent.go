@@ -50,6 +50,7 @@ type Flags struct {
 	KubeletPort              int
 	ContainerLogMaxSize      string
 	ContainerLogMaxFiles     int
+	EvictionGC               kubelet.EvictionGCFlags
 	CgroupRoot               string
 	ClusterCIDR              string
 }
@@ -64,6 +65,7 @@ func DefaultFlags() Flags {
 		KubeletPort:          kubelet.DefaultPort,
 		ContainerLogMaxSize:  "10Mi",
 		ContainerLogMaxFiles: kubeletserver.DefaultContainerLogMaxFiles,
+		EvictionGC:           kubelet.DefaultEvictionGCFlags(),
 		CgroupRoot:           "/",
 		ClusterCIDR:          routes.DefaultClusterCIDR.String(),
 	}
@@ -117,6 +119,7 @@ containers keep running and are adopted at the next start.`,
 	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the kubelet API (logs, exec, port-forward, metrics), advertised in the Node's status")
 	fs.StringVar(&f.ContainerLogMaxSize, "container-log-max-size", f.ContainerLogMaxSize, "size at which a container's log file is rotated")
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
+	f.EvictionGC.AddFlags(fs)
 	fs.StringVar(&f.CgroupRoot, "cgroup-root", f.CgroupRoot, "cgroup under which the pods' kubepods hierarchy is made; give each agent sharing a host its own, e.g. /skiff-node2")
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the cluster's whole pod network: traffic from pods leaving it is masqueraded, traffic between pods on different nodes is routed as it is")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -201,6 +204,10 @@ func (f Flags) Config() (agent.Config, error) {
 	if !strings.HasPrefix(f.CgroupRoot, "/") {
 		errs = append(errs, fmt.Errorf("--cgroup-root %q must be an absolute cgroup path", f.CgroupRoot))
 	}
+	var evictionGC kubelet.Options
+	if err := f.EvictionGC.Apply(&evictionGC); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return agent.Config{}, err
 	}
@@ -220,6 +227,8 @@ func (f Flags) Config() (agent.Config, error) {
 		CNIConfDir:               f.CNIConfDir,
 		ClusterCIDR:              clusterCIDR.Masked(),
 		Kubelet: kubelet.Options{
+			Eviction:           evictionGC.Eviction,
+			GC:                 evictionGC.GC,
 			CgroupRoot:         path.Clean(f.CgroupRoot),
 			NodeName:           name,
 			NodeIP:             f.NodeIP,
