@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -52,6 +53,29 @@ type Attributes struct {
 	DryRun    bool
 	// User made the request (nil when unknown, e.g. in unit tests).
 	User *authn.User
+
+	// warnings for the client (Warning headers), added by Warn.
+	warnings []string
+}
+
+// Warn adds a warning the client sees in a Warning header, whether the
+// request is admitted or not (upstream's warning.AddWarning).
+func (a *Attributes) Warn(msg string) { a.warnings = append(a.warnings, msg) }
+
+// TakeWarnings returns the warnings added so far and forgets them.
+func (a *Attributes) TakeWarnings() []string {
+	w := a.warnings
+	a.warnings = nil
+	return w
+}
+
+// forbidden is upstream's admission.NewForbidden: a 403 on the request's
+// resource and object name, unless err is a 403 already.
+func forbidden(a *Attributes, err error) error {
+	if apierrors.IsForbidden(err) {
+		return err
+	}
+	return apierrors.NewForbidden(a.Resource.GroupResource(), a.Name, err)
 }
 
 // Plugin is one admission plugin. It implements Mutator, Validator or

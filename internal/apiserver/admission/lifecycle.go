@@ -2,12 +2,14 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
@@ -18,13 +20,18 @@ import (
 // forceLiveLookupTTL is 30s; Skiff keeps a minute).
 const LiveLookupWindow = time.Minute
 
+// immortalNamespaces may not be deleted (upstream's kube-apiserver list).
+var immortalNamespaces = map[string]bool{
+	metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true,
+}
+
 var namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
 
 // NamespaceLifecycle refuses to create objects in a namespace that does
 // not exist or is being deleted, as upstream's plugin of that name does.
 // After a namespace's delete it reads the namespace from etcd, not the
-// cache, for LiveLookupWindow. Upstream also refuses to delete the
-// default, kube-system and kube-public namespaces; Skiff does not yet.
+// cache, for LiveLookupWindow. The default, kube-system and kube-public
+// namespaces may not be deleted.
 type NamespaceLifecycle struct {
 	namespaces registry.Reader
 	clock      clock.PassiveClock
@@ -52,6 +59,9 @@ func (*NamespaceLifecycle) Handles(op Operation) bool { return op == Create || o
 func (l *NamespaceLifecycle) Admit(ctx context.Context, a *Attributes) error {
 	if a.Resource.GroupResource() == namespacesGVR.GroupResource() {
 		if a.Operation == Delete {
+			if immortalNamespaces[a.Name] {
+				return forbidden(a, errors.New("this namespace may not be deleted"))
+			}
 			l.mu.Lock()
 			l.deleted[a.Name] = l.clock.Now()
 			l.mu.Unlock()

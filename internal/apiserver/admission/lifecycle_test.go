@@ -34,6 +34,10 @@ func TestNamespaceLifecycle(t *testing.T) {
 		{"update in a terminating namespace", Attributes{Operation: Update, Resource: configMapsGVR, Namespace: "terminating"}, nil},
 		{"cluster-scoped create", Attributes{Operation: Create, Resource: corev1.SchemeGroupVersion.WithResource("nodes")}, nil},
 		{"create of a namespace", Attributes{Operation: Create, Resource: namespacesGVR, Name: "missing"}, nil},
+		{"delete of kube-system", Attributes{Operation: Delete, Resource: namespacesGVR, Name: "kube-system"}, isForbiddenWith(`namespaces "kube-system" is forbidden: this namespace may not be deleted`)},
+		{"delete of default", Attributes{Operation: Delete, Resource: namespacesGVR, Name: "default"}, isForbiddenWith(`namespaces "default" is forbidden: this namespace may not be deleted`)},
+		{"delete of kube-public", Attributes{Operation: Delete, Resource: namespacesGVR, Name: "kube-public"}, apierrors.IsForbidden},
+		{"delete of another namespace", Attributes{Operation: Delete, Resource: namespacesGVR, Name: "active"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,4 +79,9 @@ func TestNamespaceLifecycleLiveLookup(t *testing.T) {
 	if diff := cmp.Diff([]string{"ns"}, namespaces.live); diff != "" {
 		t.Errorf("live lookups (-want +got):\n%s", diff)
 	}
+}
+
+// isForbiddenWith checks for a 403 with exactly this message.
+func isForbiddenWith(msg string) func(error) bool {
+	return func(err error) bool { return apierrors.IsForbidden(err) && err.Error() == msg }
 }
