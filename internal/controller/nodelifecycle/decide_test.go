@@ -86,6 +86,18 @@ func TestTaintDecisions(t *testing.T) {
 			wantSchedule: []string{corev1.TaintNodeUnreachable}},
 		{name: "never reported node keeps not-ready NoSchedule", node: readyNode("n", ""),
 			wantSchedule: []string{corev1.TaintNodeNotReady}},
+		{name: "pressure conditions the kubelet reports become NoSchedule taints", node: func() *corev1.Node {
+			n := readyNode("n", corev1.ConditionTrue)
+			for _, c := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+				n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionTrue})
+			}
+			return n
+		}(), wantSchedule: []string{corev1.TaintNodeDiskPressure, corev1.TaintNodeMemoryPressure, corev1.TaintNodePIDPressure}},
+		{name: "relieved pressure drops its taint", node: func() *corev1.Node {
+			n := readyNode("n", corev1.ConditionTrue)
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse})
+			return n
+		}(), taints: []corev1.Taint{{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
