@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
+	"github.com/skiff-sh/skiff/internal/apiserver/resourcemetrics"
 )
 
 // Deps are what the built-in resources need from the server that serves
@@ -27,6 +28,15 @@ type Deps struct {
 	// BindPod assigns the pod b names (in b's namespace) to b.Target, as
 	// pods/binding does (the core/v1 bindings resource).
 	BindPod func(ctx context.Context, b *corev1.Binding) error
+	// ResourceMetrics reads the resource metrics pipeline
+	// (metrics.k8s.io: kubectl top, the horizontal pod autoscaler).
+	ResourceMetrics ResourceMetrics
+}
+
+// ResourceMetrics is the read side of the resource metrics pipeline.
+type ResourceMetrics interface {
+	Nodes(ctx context.Context) []resourcemetrics.NodeUsage
+	Pods(ctx context.Context, namespace string) []resourcemetrics.PodUsage
 }
 
 // Reader reads objects of any served resource.
