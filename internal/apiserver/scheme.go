@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // codecs holds the scheme of every built-in type and the serializers the
@@ -26,6 +27,9 @@ type codecs struct {
 func newCodecs() (*codecs, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := metricsv1beta1.AddToScheme(s); err != nil {
 		return nil, err
 	}
 	if err := metav1.AddMetaToScheme(s); err != nil {

@@ -401,3 +401,10 @@ func (p *Pipeline) Pods(ctx context.Context, namespace string) []PodUsage {
 	})
 	return out
 }
+
+// Start runs the pipeline until ctx ends (the API server's loops are
+// started through Start).
+func (p *Pipeline) Start(ctx context.Context) error {
+	p.Run(ctx)
+	return nil
+}

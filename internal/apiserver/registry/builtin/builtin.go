@@ -17,6 +17,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/dra"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/endpointslice"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/metrics"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/events"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/networking"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/podcertificaterequest"
@@ -57,6 +58,7 @@ func Groups() []Group {
 		scheduling.Resources,            // scheduling.k8s.io
 		storagek8s.Resources,            // storage.k8s.io
 		storagemigration.Resources,      // storagemigration.k8s.io
+		metrics.Resources,               // metrics.k8s.io (served from the resource metrics pipeline)
 	}
 }
 
