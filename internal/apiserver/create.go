@@ -63,6 +63,9 @@ func (h *resourceHandler) readObject(ctx context.Context, r *http.Request) (runt
 	}
 	obj := h.res.New()
 	warnings, err := h.codecs.decodeBody(r, body, obj, h.gvk)
+	if err == nil {
+		warnings, err = h.pruneUnknown(r, obj, warnings)
+	}
 	if err != nil {
 		return nil, err
 	}

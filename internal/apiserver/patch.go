@@ -91,6 +91,9 @@ func (h *resourceHandler) patchObject(r *http.Request, pt types.PatchType, patch
 	pr := r.Clone(r.Context())
 	pr.Header.Set("Content-Type", mediaJSON)
 	warnings, err := h.codecs.decodeBody(pr, patched, out, gvk)
+	if err == nil {
+		warnings, err = h.pruneUnknown(r, out, warnings)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,6 +109,9 @@ func (h *resourceHandler) patch(ctx context.Context, r *http.Request, info Reque
 		return obj, err
 	}
 	pt, err := patchType(r)
+	if err == nil && pt == types.StrategicMergePatchType && h.res.Custom != nil {
+		err = unsupportedPatch(string(pt)) // custom resources have no patch strategies (upstream: 415)
+	}
 	if err != nil {
 		return nil, err
 	}

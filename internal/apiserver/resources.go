@@ -29,7 +29,7 @@ type reader struct{ srv *Server }
 var _ registry.Reader = reader{}
 
 func (r reader) handler(gvr schema.GroupVersionResource) (*resourceHandler, error) {
-	h := r.srv.handlers[gvr]
+	h := r.srv.handlerFor(gvr)
 	if h == nil || h.store == nil {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), "")
 	}

@@ -98,6 +98,7 @@ type Server struct {
 	authn    authn.Authenticator
 	authz    authz.Authorizer
 	alloc    *allocator.Services
+	custom   *customResources // served for CustomResourceDefinitions
 
 	resources []registry.Resource
 	handlers  map[schema.GroupVersionResource]*resourceHandler
@@ -191,6 +192,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	alloc.Claimer = ipClaimer{srv: s} // ClusterIPs as IPAddress objects (ipaddress.go)
+	s.custom = newCustomResources(s)  // CRDs (customresources.go)
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
@@ -293,7 +295,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper} {
+	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -122,6 +122,18 @@ func specialSchema(t reflect.Type) (func(v3 bool) map[string]any, string, bool) 
 		return func(bool) map[string]any { return map[string]any{"type": "object"} },
 			"FieldsV1 is the set of fields a manager owns, in the structured-merge-diff field set format.", true
 	}
+	// Types that name their own schema type for kube-openapi (the
+	// apiextensions JSON and JSONSchemaPropsOr* unions): no types means any
+	// value, as upstream publishes them.
+	if st, ok := reflect.New(t).Elem().Interface().(interface{ OpenAPISchemaType() []string }); ok && t.Kind() == reflect.Struct {
+		types := st.OpenAPISchemaType()
+		return func(bool) map[string]any {
+			if len(types) == 1 {
+				return map[string]any{"type": types[0]}
+			}
+			return map[string]any{}
+		}, "", true
+	}
 	return nil, "", false
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -59,6 +60,22 @@ type Resource struct {
 	// autoscaling/v2 and events.k8s.io/v1 Events as core/v1 Events. Both
 	// versions then read and write the same keys.
 	Stored *StoredVersion
+
+	// Custom, when set, says the resource is a custom resource (served for
+	// a CustomResourceDefinition): its objects are unstructured, kept in
+	// etcd as JSON in the storage version's format, and served as JSON or
+	// YAML only (no protobuf, as upstream).
+	Custom *CustomStorage
+}
+
+// CustomStorage says how a custom resource is kept.
+type CustomStorage struct {
+	// StorageVersion is the version objects are written in.
+	StorageVersion schema.GroupVersion
+	// FieldManager, when set, builds the resource's managedFields tracking
+	// (the field manager needs the CRD's schema; the server's own OpenAPI
+	// does not describe custom resources).
+	FieldManager func(subresource string) (*managedfields.FieldManager, error)
 }
 
 // StoredVersion converts between a served version and the stored one.

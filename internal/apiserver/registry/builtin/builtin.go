@@ -6,6 +6,7 @@ package builtin
 import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/admissionregistration"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apps"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/authorization"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/autoscaling"
@@ -39,6 +40,7 @@ func Groups() []Group {
 		core.Resources,                  // "" (core/v1)
 		binding.Resources,               // "" (core/v1 bindings)
 		admissionregistration.Resources, // admissionregistration.k8s.io
+		apiextensions.Resources,         // apiextensions.k8s.io
 		apps.Resources,                  // apps
 		authorization.Resources,         // authorization.k8s.io
 		autoscaling.Resources,           // autoscaling (v2, and v1 stored as v2)

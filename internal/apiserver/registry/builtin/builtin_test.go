@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,7 +94,14 @@ func TestResourcesAreComplete(t *testing.T) {
 
 func kindOf(t *testing.T, obj runtime.Object) schema.GroupVersionKind {
 	t.Helper()
-	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	kinds, _, err := s.ObjectKinds(obj)
 	if err != nil {
 		t.Fatalf("kind of %T: %v", obj, err)
 	}

@@ -1,0 +1,43 @@
+package crd
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// StorageCodec keeps custom resources in etcd as upstream does: JSON, in
+// the storage version's apiVersion. Served versions differ from it only by
+// apiVersion (conversion None), so reading rewrites it to Served.
+type StorageCodec struct {
+	Storage schema.GroupVersion
+	Served  schema.GroupVersionKind
+}
+
+func (c StorageCodec) Encode(obj runtime.Object) ([]byte, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a custom resource", obj)
+	}
+	out := u.DeepCopy()
+	out.SetAPIVersion(c.Storage.String())
+	out.SetResourceVersion("")
+	return json.Marshal(out.Object)
+}
+
+func (c StorageCodec) Decode(data []byte, into runtime.Object) error {
+	u, ok := into.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("%T is not a custom resource", into)
+	}
+	u.Object = nil
+	if err := u.UnmarshalJSON(data); err != nil {
+		return fmt.Errorf("decode %s: %w", c.Served.Kind, err)
+	}
+	u.SetAPIVersion(c.Served.GroupVersion().String())
+	u.SetKind(c.Served.Kind)
+	return nil
+}
