@@ -462,6 +462,9 @@ func (pl *VolumeBinding) allBound(bs []binding) (bool, error) {
 		if claim.UID != b.claim.UID {
 			return false, fmt.Errorf("persistentvolumeclaim %q was replaced", claim.Name)
 		}
+		if claim.ResourceVersion == b.claim.ResourceVersion && b.claim.Spec.VolumeName == "" {
+			return false, nil // the informer has not seen our write yet
+		}
 		if b.volume == nil && claim.Spec.VolumeName == "" {
 			if _, ok := claim.Annotations[storagehelpers.AnnSelectedNode]; !ok {
 				return false, fmt.Errorf("selectedNode annotation reset for PVC %q", claim.Name)
