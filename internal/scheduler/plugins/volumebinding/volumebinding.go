@@ -424,6 +424,9 @@ func (pl *VolumeBinding) PreBind(ctx context.Context, state *framework.CycleStat
 }
 
 func (pl *VolumeBinding) bindPodVolumes(ctx context.Context, bs []binding, nodeName string) error {
+	// written: the claims given a selected node, with the resourceVersion
+	// they had before, which the informer may still show for a while.
+	written := map[string]string{}
 	for _, b := range bs {
 		if b.volume != nil {
 			clone, dirty, err := storagehelpers.GetBindVolumeToClaim(b.volume, b.claim)
@@ -442,18 +445,22 @@ func (pl *VolumeBinding) bindPodVolumes(ctx context.Context, bs []binding, nodeN
 		}
 		clone := b.claim.DeepCopy()
 		metav1.SetMetaDataAnnotation(&clone.ObjectMeta, storagehelpers.AnnSelectedNode, nodeName)
-		if _, err := pl.client.CoreV1().PersistentVolumeClaims(clone.Namespace).Update(ctx, clone, metav1.UpdateOptions{}); err != nil {
+		updated, err := pl.client.CoreV1().PersistentVolumeClaims(clone.Namespace).Update(ctx, clone, metav1.UpdateOptions{})
+		if err != nil {
 			return err
+		}
+		if updated.ResourceVersion != b.claim.ResourceVersion {
+			written[key(b.claim)] = b.claim.ResourceVersion
 		}
 	}
 	return wait.PollUntilContextTimeout(ctx, pl.interval, pl.bindTimeout, false, func(context.Context) (bool, error) {
-		return pl.allBound(bs)
+		return pl.allBound(bs, written)
 	})
 }
 
 // allBound reports whether every claim is bound, as the informers see it;
 // an error when a provisioner gave up (the selected node removed).
-func (pl *VolumeBinding) allBound(bs []binding) (bool, error) {
+func (pl *VolumeBinding) allBound(bs []binding, written map[string]string) (bool, error) {
 	for _, b := range bs {
 		claim, err := pl.pvcs.PersistentVolumeClaims(b.claim.Namespace).Get(b.claim.Name)
 		if err != nil {
@@ -462,7 +469,7 @@ func (pl *VolumeBinding) allBound(bs []binding) (bool, error) {
 		if claim.UID != b.claim.UID {
 			return false, fmt.Errorf("persistentvolumeclaim %q was replaced", claim.Name)
 		}
-		if claim.ResourceVersion == b.claim.ResourceVersion && b.claim.Spec.VolumeName == "" {
+		if old, ok := written[key(claim)]; ok && claim.ResourceVersion == old {
 			return false, nil // the informer has not seen our write yet
 		}
 		if b.volume == nil && claim.Spec.VolumeName == "" {

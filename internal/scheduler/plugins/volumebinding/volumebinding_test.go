@@ -2,6 +2,8 @@ package volumebinding
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
@@ -84,6 +87,15 @@ func podWith(claims ...string) *v1.Pod {
 func newPlugin(t *testing.T, nodes []*v1.Node, objs ...runtime.Object) (*VolumeBinding, *st.Handle, *fake.Clientset, informers.SharedInformerFactory) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
+	// The fake tracker keeps resourceVersions as given: count them up, as
+	// the API server does, so that PreBind can tell a stale cache.
+	var rv atomic.Int64
+	client.PrependReactor("update", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(k8stesting.UpdateAction).GetObject().(metav1.Object); ok {
+			o.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+		}
+		return false, nil, nil
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	h := st.NewHandle(nil, nodes)
 	h.Client, h.Informers = client, factory
@@ -188,6 +200,7 @@ func TestPreBindProvisioning(t *testing.T) {
 	wffc := class("local-path", "rancher.io/local-path", storagev1.VolumeBindingWaitForFirstConsumer)
 	p, h, client, _ := newPlugin(t, []*v1.Node{node("a")}, wffc, claim("data", "local-path"))
 	p.interval = 10 * time.Millisecond
+	p.bindTimeout = 30 * time.Second
 	ctx := context.Background()
 	state := framework.NewCycleState()
 	pod := podWith("data")
@@ -214,7 +227,11 @@ func TestPreBindProvisioning(t *testing.T) {
 		if c.Annotations[storagehelpers.AnnSelectedNode] != "" {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case s := <-done:
+			t.Fatalf("PreBind returned %v before writing the selected node", s)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if got := c.Annotations[storagehelpers.AnnSelectedNode]; got != "a" {
 		t.Fatalf("selected node %q, want a", got)
