@@ -24,11 +24,12 @@ type subresourceFunc func(ctx context.Context, h *resourceHandler, w http.Respon
 // plug in (podsubresources.go).
 func subresourceHandlers() map[registry.SubresourceHandler]subresourceFunc {
 	return map[registry.SubresourceHandler]subresourceFunc{
-		registry.HandleScale:    serveScale,
-		registry.HandleBinding:  serveBinding,
-		registry.HandleEviction: servePodEviction,
-		registry.HandleApproval: serveCSRApproval,
-		registry.HandleConnect:  servePodStream,
+		registry.HandleScale:        serveScale,
+		registry.HandleBinding:      serveBinding,
+		registry.HandleEviction:     servePodEviction,
+		registry.HandleApproval:     serveCSRApproval,
+		registry.HandleConnect:      servePodStream,
+		registry.HandleTokenRequest: serveTokenRequest,
 	}
 }
 

@@ -82,6 +82,8 @@ type Config struct {
 	// AuthorizationModes are the API server's (--authorization-mode; empty:
 	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
 	AuthorizationModes []string
+	// ServiceAccounts configures service-account tokens (serviceaccounts.go).
+	ServiceAccounts ServiceAccountsConfig
 }
 
 // Paths inside the data directory.
@@ -160,6 +162,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// Joining nodes: bootstrap tokens, and the CA sent with the serving
 	// certificate so an agent can check it by its token (internal/server/join).
 	joiner := join.New(bundle.CA.Raw)
+	saConfig, err := apiServiceAccounts(cfg.ServiceAccounts, bundle)
+	if err != nil {
+		return err
+	}
 	api, err := apiserver.New(apiserver.Config{
 		Registry:           registry,
 		Etcd:               store.Client(),
@@ -170,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Port:               cfg.Port,
 		KubeletClientTLS:   kubeletTLS,
 		AuthorizationModes: cfg.AuthorizationModes,
+		ServiceAccounts:    saConfig,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)

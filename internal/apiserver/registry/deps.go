@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
+	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/resourcemetrics"
 )
@@ -31,7 +32,14 @@ type Deps struct {
 	// ResourceMetrics reads the resource metrics pipeline
 	// (metrics.k8s.io: kubectl top, the horizontal pod autoscaler).
 	ResourceMetrics ResourceMetrics
+	// ReviewToken answers TokenReviews (authentication.k8s.io).
+	ReviewToken TokenReviewer
 }
+
+// TokenReviewer authenticates a bearer token for one of audiences (nil:
+// the API server's): the user, the audiences the token is good for, and
+// whether it authenticated; err says why a token was refused.
+type TokenReviewer func(ctx context.Context, token string, audiences []string) (user *authn.User, auds []string, ok bool, err error)
 
 // ResourceMetrics is the read side of the resource metrics pipeline.
 type ResourceMetrics interface {

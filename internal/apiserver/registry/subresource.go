@@ -41,6 +41,9 @@ const (
 	// HandleConnect: a stream to the node agent that runs the object (pods
 	// log, exec, attach, portforward).
 	HandleConnect SubresourceHandler = "connect"
+	// HandleTokenRequest: an authentication.k8s.io/v1 TokenRequest for a
+	// service account, answered with a signed token (serviceaccounts/token).
+	HandleTokenRequest SubresourceHandler = "tokenrequest"
 )
 
 var getPatchUpdate = []string{"get", "patch", "update"}
@@ -69,6 +72,11 @@ func BindingSubresource() Subresource {
 // EvictionSubresource is pods/eviction.
 func EvictionSubresource() Subresource {
 	return Subresource{Handler: HandleEviction, Kind: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}, Verbs: []string{"create"}}
+}
+
+// TokenRequestSubresource is serviceaccounts/token.
+func TokenRequestSubresource() Subresource {
+	return Subresource{Handler: HandleTokenRequest, Kind: schema.GroupVersionKind{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenRequest"}, Verbs: []string{"create"}}
 }
 
 // ApprovalSubresource is certificatesigningrequests/approval.

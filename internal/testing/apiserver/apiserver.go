@@ -100,6 +100,8 @@ func (c *Cluster) start() {
 		ServingCert: c.PKI.Serving,
 		BindAddress: "127.0.0.1",
 		Port:        c.port,
+		// Service-account tokens as `skiff server` has them (pki/sa.key).
+		ServiceAccounts: &kubeapiserver.ServiceAccountConfig{SigningKey: c.PKI.ServiceAccountKey, ExtendExpiration: true},
 	}
 	if c.opts.Configure != nil {
 		c.opts.Configure(&cfg)

@@ -29,7 +29,9 @@ func Resource() registry.Resource {
 		New:                 func() runtime.Object { return &corev1.ServiceAccount{} },
 		NewList:             func() runtime.Object { return &corev1.ServiceAccountList{} },
 		Strategy:            Strategy{},
-		// "token" (TokenRequest) is served by the token issuer, not here.
+		// TokenRequest: internal/apiserver/serviceaccounts.go with
+		// registry/tokenrequest.
+		Subresources: map[string]registry.Subresource{"token": registry.TokenRequestSubresource()},
 	}
 }
 
