@@ -19,6 +19,10 @@ import (
 // maxJSONPatchOperations bounds the work a single JSON patch may ask for.
 const maxJSONPatchOperations = 10000
 
+// maxJSONPatchCopyBytes bounds the bytes a JSON patch's copy operations
+// may add in total (upstream's 3 MiB); over it the patch fails with 422.
+const maxJSONPatchCopyBytes = 3 * 1024 * 1024
+
 // applyPatch applies a patch document of the given type to the JSON of
 // the current object.
 func applyPatch(pt types.PatchType, current, patch []byte, schemaObj runtime.Object) ([]byte, error) {
@@ -31,7 +35,9 @@ func applyPatch(pt types.PatchType, current, patch []byte, schemaObj runtime.Obj
 		if len(p) > maxJSONPatchOperations {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(p)))
 		}
-		out, err := p.Apply(current)
+		opts := jsonpatch.NewApplyOptions()
+		opts.AccumulatedCopySizeLimit = maxJSONPatchCopyBytes // a few nested copies must not exhaust memory
+		out, err := p.ApplyWithOptions(current, opts)
 		if err != nil {
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}

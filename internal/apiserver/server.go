@@ -32,6 +32,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/discovery"
+	"github.com/skiff-sh/skiff/internal/apiserver/flowcontrol"
 	"github.com/skiff-sh/skiff/internal/apiserver/health"
 	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
@@ -81,6 +82,20 @@ type Config struct {
 	// KubeletClientTLS dials kubelets for pods/log, exec, attach,
 	// portforward and nodes/proxy (see nodeproxy.go); nil answers them 503.
 	KubeletClientTLS *tls.Config
+	// Overload protection (overload.go; zero values are upstream's
+	// defaults): RequestTimeout (60s, 504 after it), MinRequestTimeout
+	// (1800s; watches last between it and twice it),
+	// MaxRequestsInflight/MaxMutatingRequestsInflight (400/200; with API
+	// Priority and Fairness their sum is the server's seats),
+	// DisablePriorityAndFairness (use the max-in-flight limits alone),
+	// HTTP2MaxStreamsPerConnection (100) and EtcdCallTimeout (30s).
+	RequestTimeout               time.Duration
+	MinRequestTimeout            time.Duration
+	MaxRequestsInflight          int
+	MaxMutatingRequestsInflight  int
+	DisablePriorityAndFairness   bool
+	HTTP2MaxStreamsPerConnection int
+	EtcdCallTimeout              time.Duration
 }
 
 // Server is a running (or ready to run) API server.
@@ -104,7 +119,11 @@ type Server struct {
 	handlers  map[schema.GroupVersionResource]*resourceHandler
 	cachers   []*storage.Cacher
 
-	kubelet   kubeletClient
+	kubelet kubeletClient
+	// flow limits requests (API Priority and Fairness, or max-in-flight);
+	// apf is set when it is API Priority and Fairness.
+	flow      flowcontrol.Limiter
+	apf       *flowcontrol.APF
 	clock     clock.WithTicker
 	admission *admission.Chain
 	// The loops Start runs beside serving.
@@ -138,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReapInterval == 0 {
 		cfg.ReapInterval = time.Second
 	}
+	cfg = withOverloadDefaults(cfg)
 	c, err := newCodecs()
 	if err != nil {
 		return nil, err
@@ -165,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.reaper = &reaper{clock: cfg.Clock, interval: cfg.ReapInterval}
+	s.flow, s.apf = newFlowControl(cfg)
 	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
 	s.resources = builtin.Resources(registry.Deps{
 		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
@@ -179,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		gvk := res.GroupVersion.WithKind(res.Kind)
 		codec := storageCodec(res, gvk)
-		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds})
+		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds, CallTimeout: cfg.EtcdCallTimeout})
 		h := &resourceHandler{}
 		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
@@ -272,6 +293,7 @@ func (s *Server) Start(ctx context.Context) error {
 		cancelCaches()
 		return err
 	}
+	s.startFlowControl(ctx, cctx, &wg) // overload.go
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(s.cfg.BindAddress, strconv.Itoa(s.cfg.Port)))
 	if err != nil {
@@ -289,7 +311,9 @@ func (s *Server) Start(ctx context.Context) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		TLSConfig:         tlsConfig,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: 32 * time.Second, // upstream's: just under its request timeout bound
+		IdleTimeout:       90 * time.Second,
+		HTTP2:             http2Config(s.cfg.HTTP2MaxStreamsPerConnection),
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          nil,
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,10 +16,6 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/storage"
 )
-
-// maxWatchTimeout bounds a watch whose client set no timeout; upstream
-// picks 30-60 minutes at random so reconnections spread out.
-const maxWatchTimeout = 30 * time.Minute
 
 func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
 	p, err := parseListParams(r.URL.Query(), h.fieldSet)
@@ -33,11 +30,7 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, inf
 		}
 		p.Predicate.Field = sel
 	}
-	timeout := maxWatchTimeout + time.Duration(rand.Int63n(int64(maxWatchTimeout)))
-	if p.TimeoutSeconds > 0 {
-		timeout = time.Duration(p.TimeoutSeconds) * time.Second
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), watchTimeout(p.TimeoutSeconds, h.srv.cfg.MinRequestTimeout))
 	defer cancel()
 	cw, err := h.store.WatchCached(ctx, h.listPrefix(info.Namespace), p.ListOptions)
 	if err != nil {
@@ -45,6 +38,24 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, inf
 		return
 	}
 	defer cw.Stop()
+	// A client that stops reading is dropped once the cache gives up on
+	// it: the blocked write is cut short, so neither the goroutine nor
+	// its buffers stay.
+	var cutMu sync.Mutex
+	served := false
+	stopCut := context.AfterFunc(doneContext(cw.Done()), func() {
+		cutMu.Lock()
+		defer cutMu.Unlock()
+		if !served {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now())
+		}
+	})
+	defer func() {
+		stopCut()
+		cutMu.Lock()
+		served = true
+		cutMu.Unlock()
+	}()
 
 	flusher, _ := w.(http.Flusher)
 	contentType := out.mediaType
@@ -90,6 +101,26 @@ func (h *resourceHandler) serveWatch(w http.ResponseWriter, r *http.Request, inf
 			}
 		}
 	}
+}
+
+// watchTimeout is how long a watch lasts: the client's timeoutSeconds, at
+// most twice the minimum request timeout; without one, a random time
+// between the minimum and twice it, so reconnections spread out (upstream).
+func watchTimeout(timeoutSeconds int64, minRequestTimeout time.Duration) time.Duration {
+	if timeoutSeconds > 0 {
+		return min(time.Duration(timeoutSeconds)*time.Second, 2*minRequestTimeout)
+	}
+	return minRequestTimeout + time.Duration(rand.Int63n(int64(minRequestTimeout)))
+}
+
+// doneContext is a context that ends when done is closed.
+func doneContext(done <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-done
+		cancel()
+	}()
+	return ctx
 }
 
 // encodeWatchEvent writes one frame. The object's bytes come from the

@@ -18,8 +18,9 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/core"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/dra"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/endpointslice"
-	"github.com/skiff-sh/skiff/internal/apiserver/registry/metrics"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/events"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/flowcontrol"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/metrics"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/networking"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/podcertificaterequest"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/policy"
@@ -51,6 +52,7 @@ func Groups() []Group {
 		coordination.Resources,          // coordination.k8s.io
 		endpointslice.Resources,         // discovery.k8s.io
 		events.Resources,                // events.k8s.io (stored as core/v1 Events)
+		flowcontrol.Resources,           // flowcontrol.apiserver.k8s.io (API Priority and Fairness)
 		networking.Resources,            // networking.k8s.io
 		servicecidr.Resources,           // networking.k8s.io (ServiceCIDR, IPAddress)
 		runtimeclass.Resources,          // node.k8s.io
