@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/agent/routes"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/localpath"
 	"github.com/skiff-sh/skiff/internal/proxy"
 	proxynode "github.com/skiff-sh/skiff/internal/proxy/node"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
@@ -252,6 +253,16 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	handles = append(handles, rh)
+	// The local-path provisioner of this node (internal/localpath).
+	lp, err := localpath.New(client, kopts.NodeName, filepath.Join(a.cfg.DataDir, localpath.StorageDir), localpath.Options{})
+	if err != nil {
+		return fmt.Errorf("agent: local-path: %w", err)
+	}
+	lh, err := lifecycle.Launch(ctx, "local-path", lp, a.cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	handles = append(handles, lh)
 	launchAPI := func(api KubeletAPIConfig) (*lifecycle.Handle, error) {
 		port := kopts.Port
 		if port == 0 {

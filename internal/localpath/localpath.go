@@ -144,7 +144,8 @@ func New(client kubernetes.Interface, nodeName, root string, opts Options) (*Pro
 	return p, nil
 }
 
-// Ready is closed once the caches have synced.
+// Ready is closed once Start runs: the node does not wait for the
+// provisioner (its caches sync in the background).
 func (p *Provisioner) Ready() <-chan struct{} { return p.ready }
 
 // Start runs until ctx is done.
@@ -154,12 +155,12 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	p.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	defer p.events.Shutdown()
 	defer p.queue.ShutDown()
+	close(p.ready)
 	p.factory.Start(ctx.Done())
 	defer p.factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced...) {
 		return nil // ctx is done
 	}
-	close(p.ready)
 	go func() {
 		<-ctx.Done()
 		p.queue.ShutDown()

@@ -160,6 +160,8 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 		return dir, err
 	case v.PersistentVolumeClaim != nil:
 		return m.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+	case v.Ephemeral != nil:
+		return m.ephemeralPath(ctx, pod, v)
 	}
 	return "", fmt.Errorf("unsupported volume type")
 }

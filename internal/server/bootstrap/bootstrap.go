@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/scheduling"
+	"github.com/skiff-sh/skiff/internal/localpath"
 	"net"
 	"time"
 
@@ -110,6 +111,11 @@ func Once(ctx context.Context, client kubernetes.Interface, opts Options) error 
 		if _, err := client.SchedulingV1().PriorityClasses().Create(ctx, &pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create priority class %s: %w", pc.Name, err)
 		}
+	}
+	// The built-in local-path provisioner's default class (k3s's); a
+	// class the user changed is kept.
+	if _, err := client.StorageV1().StorageClasses().Create(ctx, localpath.StorageClass(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create storage class %s: %w", localpath.ClassName, err)
 	}
 	if err := ensureService(ctx, client, opts); err != nil {
 		return err

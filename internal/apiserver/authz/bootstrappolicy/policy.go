@@ -172,6 +172,10 @@ const (
 	// narrower than system:node-proxier, which would let a node read every
 	// Node object.
 	NodeNetworkRole = "skiff:node-network"
+	// NodeLocalPathRole lets each agent's local-path provisioner
+	// (internal/localpath) make and delete the volumes of its node:
+	// claims and classes read, volumes created, read and deleted.
+	NodeLocalPathRole = "skiff:node-local-path"
 )
 
 // SkiffClusterRoles are the roles Skiff adds to upstream's.
@@ -194,6 +198,13 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		}),
 		Rules: []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods", "nodes"}},
+		},
+	}, {
+		ObjectMeta: defaults(NodeLocalPathRole),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}},
+			{Verbs: []string{"get", "list", "watch", "create", "delete"}, APIGroups: []string{""}, Resources: []string{"persistentvolumes"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}},
 		},
 	}}
 }
@@ -219,5 +230,6 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	return []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: defaults("skiff:node-bootstrapper"), RoleRef: ref("system:node-bootstrapper"), Subjects: group("system:bootstrappers")},
 		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
+		{ObjectMeta: defaults(NodeLocalPathRole), RoleRef: ref(NodeLocalPathRole), Subjects: group("system:nodes")},
 	}
 }
