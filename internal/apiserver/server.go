@@ -38,6 +38,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/builtin"
+	"github.com/skiff-sh/skiff/internal/apiserver/resourcemetrics"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -129,6 +130,8 @@ type Server struct {
 	// The loops Start runs beside serving.
 	reaper    *reaper
 	compactor *compactor
+	// resourceMetrics serves metrics.k8s.io while anyone reads it.
+	resourceMetrics *resourcemetrics.Pipeline
 }
 
 // New builds the server; it has no side effects until Start.
@@ -187,9 +190,10 @@ func New(cfg Config) (*Server, error) {
 	s.reaper = &reaper{clock: cfg.Clock, interval: cfg.ReapInterval}
 	s.flow, s.apf = newFlowControl(cfg)
 	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
+	s.resourceMetrics = resourcemetrics.New(kubeletMetrics{s: s}, cfg.Clock)
 	s.resources = builtin.Resources(registry.Deps{
 		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
-		BindPod: s.bindPod,
+		BindPod: s.bindPod, ResourceMetrics: s.resourceMetrics,
 	})
 	for _, res := range s.resources {
 		res := res
@@ -319,7 +323,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom} {
+	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom, s.resourceMetrics} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -14,6 +14,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
+	"github.com/skiff-sh/skiff/internal/controller/podautoscaler"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
@@ -42,6 +43,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"endpointslice":           endpointslice.New,
 		ephemeral.Name:            ephemeral.New,
 		"garbagecollector":        garbagecollector.New,
+		podautoscaler.Name:        podautoscaler.New,
 		"job":                     job.New,
 		"namespace":               namespace.New,
 		"node-ipam-controller":    nodeipam.New,
@@ -83,6 +85,8 @@ func ComponentName(name string) string {
 		return persistentvolume.ComponentName
 	case ephemeral.Name:
 		return ephemeral.ComponentName
+	case podautoscaler.Name:
+		return "horizontal-pod-autoscaler"
 	}
 	return name + "-controller"
 }
