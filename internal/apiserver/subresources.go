@@ -24,12 +24,13 @@ type subresourceFunc func(ctx context.Context, h *resourceHandler, w http.Respon
 // plug in (podsubresources.go).
 func subresourceHandlers() map[registry.SubresourceHandler]subresourceFunc {
 	return map[registry.SubresourceHandler]subresourceFunc{
-		registry.HandleScale:        serveScale,
-		registry.HandleBinding:      serveBinding,
-		registry.HandleEviction:     servePodEviction,
-		registry.HandleApproval:     serveCSRApproval,
-		registry.HandleConnect:      servePodStream,
-		registry.HandleTokenRequest: serveTokenRequest,
+		registry.HandleScale:               serveScale,
+		registry.HandleBinding:             serveBinding,
+		registry.HandleEviction:            servePodEviction,
+		registry.HandleApproval:            serveCSRApproval,
+		registry.HandleEphemeralContainers: serveEphemeralContainers,
+		registry.HandleConnect:             servePodStream,
+		registry.HandleTokenRequest:        serveTokenRequest,
 	}
 }
 
