@@ -79,6 +79,10 @@ type Options struct {
 	// reconciled (--horizontal-pod-autoscaler-sync-period; 0: upstream's
 	// 15 s).
 	HorizontalPodAutoscalerSyncPeriod time.Duration
+
+	// ResourceQuotaSyncPeriod is how often every quota's usage is
+	// recounted (--resource-quota-sync-period; 0: upstream's 5 minutes).
+	ResourceQuotaSyncPeriod time.Duration
 }
 
 // Controller is one running reconcile loop.
