@@ -95,6 +95,7 @@ func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		return nil, err
 	}
 	cfg.Linux = &runtimeapi.LinuxContainerConfig{Resources: k.linuxResources(pod, c), SecurityContext: sc}
+	k.targetNamespace(ctx, pod, c.Name, sc)
 	return cfg, nil
 }
 

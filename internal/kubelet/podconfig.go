@@ -378,6 +378,9 @@ func capName(c corev1.Capability) string {
 
 // containerKind labels a container for humans and restarts.
 func containerKind(pod *corev1.Pod, name string) string {
+	if ephemeralSpec(pod, name) != nil {
+		return "ephemeral"
+	}
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
 			if plan.IsSidecar(&pod.Spec.InitContainers[i]) {

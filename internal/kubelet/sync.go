@@ -389,6 +389,10 @@ func (k *Kubelet) execute(ctx context.Context, pod *corev1.Pod, st *podstate.Pod
 	for _, i := range a.ContainersToStart {
 		start(&pod.Spec.Containers[i])
 	}
+	for _, i := range a.EphemeralContainersToStart {
+		c := corev1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		start(&c)
+	}
 	return retry
 }
 
@@ -398,7 +402,7 @@ func specByName(pod *corev1.Pod, name string) *corev1.Container {
 			return c
 		}
 	}
-	return nil
+	return ephemeralSpec(pod, name)
 }
 
 func (k *Kubelet) isNetworkReady() bool {
@@ -493,6 +497,9 @@ func (k *Kubelet) containerRef(pod *corev1.Pod, c *corev1.Container) *corev1.Obj
 		if pod.Spec.InitContainers[i].Name == c.Name {
 			field = fmt.Sprintf("spec.initContainers{%s}", c.Name)
 		}
+	}
+	if ephemeralSpec(pod, c.Name) != nil {
+		field = fmt.Sprintf("spec.ephemeralContainers{%s}", c.Name)
 	}
 	return &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 		APIVersion: "v1", ResourceVersion: pod.ResourceVersion, FieldPath: field}

@@ -59,6 +59,9 @@ type Actions struct {
 	InitContainersToStart []int
 	// ContainersToStart are indexes into spec.containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes into spec.ephemeralContainers
+	// of those never started (an ephemeral container runs once).
+	EphemeralContainersToStart []int
 	// ContainersToKill are running containers to stop first.
 	ContainersToKill []Kill
 }
@@ -235,7 +238,16 @@ func Compute(pod *corev1.Pod, st *podstate.Pod, probes ProbeLookup) Actions {
 		return a
 	}
 
+	// Ephemeral containers may start before the pod has initialized.
+	for i := range pod.Spec.EphemeralContainers {
+		if st.Latest(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.EphemeralContainersToStart = append(a.EphemeralContainersToStart, i)
+		}
+	}
 	initialized := computeInit(pod, st, probes, &a)
+	if a.KillPod {
+		a.EphemeralContainersToStart = nil
+	}
 	if a.KillPod || !initialized {
 		return a
 	}
@@ -281,6 +293,7 @@ func Compute(pod *corev1.Pod, st *podstate.Pod, probes ProbeLookup) Actions {
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		a.KillPod = true
 		a.InitContainersToStart = nil
+		a.EphemeralContainersToStart = nil
 	}
 	return a
 }

@@ -24,6 +24,14 @@ func sidecar(name string) corev1.Container {
 	return corev1.Container{Name: name, Image: "busybox", RestartPolicy: &always}
 }
 
+func withEphemeral(p *corev1.Pod, names ...string) *corev1.Pod {
+	for _, n := range names {
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox"}})
+	}
+	return p
+}
+
 var sb = podstate.Sandbox{ID: "sb1", Ready: true, IPs: []string{"10.42.0.5"}}
 
 func running(name string) podstate.Container {
@@ -130,6 +138,25 @@ func TestCompute(t *testing.T) {
 		},
 		want: Actions{SandboxID: "sb1", KillPod: true, ContainersToKill: []Kill{{ID: "a-id", Name: "a",
 			Reason: KillReasonLiveness, Message: "Container a failed liveness probe"}}},
+	}, {
+		name:  "ephemeral containers: the new one starts, the one that ran does not again",
+		pod:   withEphemeral(pod(corev1.RestartPolicyAlways, nil, "a"), "debug-1", "debug-2"),
+		state: &podstate.Pod{Sandboxes: []podstate.Sandbox{sb}, Containers: []podstate.Container{running("a"), exited("debug-1", 0)}},
+		want:  Actions{SandboxID: "sb1", EphemeralContainersToStart: []int{1}},
+	}, {
+		name:  "ephemeral container while the pod initializes",
+		pod:   withEphemeral(pod(corev1.RestartPolicyAlways, inits, "a"), "debug"),
+		state: &podstate.Pod{Sandboxes: []podstate.Sandbox{sb}, Containers: []podstate.Container{running("i0")}},
+		want:  Actions{SandboxID: "sb1", EphemeralContainersToStart: []int{0}},
+	}, {
+		name:  "no ephemeral container once the pod is done",
+		pod:   withEphemeral(pod(corev1.RestartPolicyNever, nil, "a"), "debug"),
+		state: &podstate.Pod{Sandboxes: []podstate.Sandbox{sb}, Containers: []podstate.Container{exited("a", 0)}},
+		want:  Actions{SandboxID: "sb1", KillPod: true},
+	}, {
+		name: "no ephemeral container in a new sandbox",
+		pod:  withEphemeral(pod(corev1.RestartPolicyAlways, nil, "a"), "debug"),
+		want: Actions{KillPod: true, CreateSandbox: true, ContainersToStart: []int{0}},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

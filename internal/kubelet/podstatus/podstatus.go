@@ -88,6 +88,7 @@ func Generate(in Input) corev1.PodStatus {
 	s.InitContainerStatuses = containerStatuses(in, old.InitContainerStatuses, pod.Spec.InitContainers, hasInit, true)
 	setProbeState(pod, s.ContainerStatuses, pod.Spec.Containers, probes, false)
 	setProbeState(pod, s.InitContainerStatuses, pod.Spec.InitContainers, probes, true)
+	s.EphemeralContainerStatuses = ephemeralStatuses(in, old.EphemeralContainerStatuses, hasInit)
 
 	all := append(append([]corev1.ContainerStatus{}, s.ContainerStatuses...), s.InitContainerStatuses...)
 	s.Phase = Phase(pod, all, in.Terminal, plan.HasAnyActiveRegularContainerStarted(&pod.Spec, in.State))
@@ -724,4 +725,30 @@ func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
 		return corev1.PodQOSGuaranteed
 	}
 	return corev1.PodQOSBurstable
+}
+
+// ephemeralStatuses are the statuses of the pod's ephemeral containers,
+// in spec order: like a regular container's, never ready, started while
+// running.
+func ephemeralStatuses(in Input, previous []corev1.ContainerStatus, hasInit bool) []corev1.ContainerStatus {
+	ecs := in.Pod.Spec.EphemeralContainers
+	if len(ecs) == 0 {
+		return nil
+	}
+	specs := make([]corev1.Container, len(ecs))
+	for i := range ecs {
+		specs[i] = corev1.Container(ecs[i].EphemeralContainerCommon)
+	}
+	byName := map[string]corev1.ContainerStatus{}
+	for _, cs := range containerStatuses(in, previous, specs, hasInit, false) {
+		byName[cs.Name] = cs
+	}
+	out := make([]corev1.ContainerStatus, 0, len(specs))
+	for _, c := range specs {
+		cs := byName[c.Name]
+		started := cs.State.Running != nil
+		cs.Started, cs.Ready = &started, false
+		out = append(out, cs)
+	}
+	return out
 }

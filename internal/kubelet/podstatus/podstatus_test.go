@@ -266,3 +266,37 @@ func TestGenerateInitContainers(t *testing.T) {
 		}
 	}
 }
+
+func TestEphemeralContainerStatuses(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{{Name: "app", Image: "nginx"}},
+			EphemeralContainers: []corev1.EphemeralContainer{
+				{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug-b", Image: "busybox"}},
+				{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug-a", Image: "busybox"}},
+			}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	started := time.Unix(1000, 0)
+	st := &podstate.Pod{
+		Sandboxes: []podstate.Sandbox{{ID: "sb", Ready: true, IPs: []string{"10.42.0.9"}}},
+		Containers: []podstate.Container{
+			{ID: "d1", ContainerID: "containerd://d1", Name: "debug-b", SandboxID: "sb", State: podstate.Running, StartedAt: started, Image: "busybox", ImageRef: "sha256:b"},
+			{ID: "a1", ContainerID: "containerd://a1", Name: "app", SandboxID: "sb", State: podstate.Running, StartedAt: started, Image: "nginx", ImageRef: "sha256:n"},
+		},
+	}
+	s := Generate(Input{Pod: pod, State: st, Now: started.Add(time.Minute)})
+	if s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 {
+		t.Fatalf("phase %s, %d container statuses: ephemeral containers must not count", s.Phase, len(s.ContainerStatuses))
+	}
+	yes, no := true, false
+	want := []corev1.ContainerStatus{
+		{Name: "debug-b", Image: "busybox", ImageID: "sha256:b", ContainerID: "containerd://d1", Started: &yes,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}},
+		{Name: "debug-a", Image: "busybox", Started: &no,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: ReasonContainerCreating}}},
+	}
+	if diff := cmp.Diff(want, s.EphemeralContainerStatuses); diff != "" {
+		t.Errorf("ephemeral statuses (-want +got):\n%s", diff)
+	}
+}
