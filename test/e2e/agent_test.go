@@ -172,7 +172,11 @@ func (c *agentCluster) startWith(withAgent bool) error {
 			"--https-listen-port", fmt.Sprint(c.ports.api),
 			"--etcd-client-port", fmt.Sprint(c.ports.etcdClient),
 			"--etcd-peer-port", fmt.Sprint(c.ports.etcdPeer),
-			"--kubelet-port", fmt.Sprint(c.kubeletPort))...)
+			"--kubelet-port", fmt.Sprint(c.kubeletPort),
+			// The build VM's disk is shared and often past 90 % used: the
+			// default nodefs.available<10% would put the test node under
+			// DiskPressure (taint, admission refusals, evictions).
+			"--eviction-hard", "memory.available<100Mi,nodefs.available<1%")...)
 		p := &serverProc{cmd: cmd, output: &syncBuffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.output, p.output
 		if err := cmd.Start(); err != nil {
