@@ -79,6 +79,8 @@ type Config struct {
 	// Services configures cluster DNS and the load-balancer allocator
 	// (internal/server/services.go).
 	Services ServicesConfig
+	// Security: static tokens and OIDC (security.go).
+	Security SecurityConfig
 	// AuthorizationModes are the API server's (--authorization-mode; empty:
 	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
 	AuthorizationModes []string
@@ -166,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	api, err := apiserver.New(apiserver.Config{
+	api, err := newAPIServer(cfg.Security, cfg.DataDir, apiserver.Config{
 		Registry:           registry,
 		Etcd:               store.Client(),
 		ClientCA:           bundle.CAPool,
