@@ -37,15 +37,12 @@ var knownGaps = map[string]string{
 	"apiservices.apiregistration.k8s.io":                           "#13",
 	"mutatingadmissionpolicies.admissionregistration.k8s.io":       "#13",
 	"mutatingadmissionpolicybindings.admissionregistration.k8s.io": "#13",
-	"flowschemas.flowcontrol.apiserver.k8s.io":                     "#15",
-	"prioritylevelconfigurations.flowcontrol.apiserver.k8s.io":     "#15",
 }
 
 // knownVersionGaps are the group versions that only known gaps serve.
 var knownVersionGaps = map[string]string{
-	"apiextensions.k8s.io/v1":         "#13",
-	"apiregistration.k8s.io/v1":       "#13",
-	"flowcontrol.apiserver.k8s.io/v1": "#15",
+	"apiextensions.k8s.io/v1":   "#13",
+	"apiregistration.k8s.io/v1": "#13",
 }
 
 // skiffAdditions are resources Skiff serves that upstream does not
