@@ -80,6 +80,6 @@ func (h *resourceHandler) updateEphemeralContainers(ctx context.Context, r *http
 		if len(errs) > 0 {
 			return nil, h.invalid(curPod.Name, errs)
 		}
-		return h.finishUpdate(ctx, r, info, next, cur)
+		return h.finishUpdate(podregistry.WithEphemeralContainersUpdate(ctx), r, info, next, cur)
 	})
 }

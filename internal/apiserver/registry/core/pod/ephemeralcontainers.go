@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"unicode"
@@ -115,4 +116,25 @@ func allowList(c corev1.EphemeralContainerCommon, path *field.Path) field.ErrorL
 		}
 	}
 	return errs
+}
+
+type ephemeralUpdateKey struct{}
+
+// WithEphemeralContainersUpdate marks ctx as a pods/ephemeralcontainers
+// update, the one update that may change spec.ephemeralContainers.
+func WithEphemeralContainersUpdate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ephemeralUpdateKey{}, true)
+}
+
+// ephemeralContainersUnchanged refuses a change of ephemeral containers
+// by any update but pods/ephemeralcontainers, as upstream.
+func ephemeralContainersUnchanged(ctx context.Context, pod, old *corev1.Pod) field.ErrorList {
+	if marked, _ := ctx.Value(ephemeralUpdateKey{}).(bool); marked {
+		return nil
+	}
+	if apiequality.Semantic.DeepEqual(pod.Spec.EphemeralContainers, old.Spec.EphemeralContainers) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "ephemeralContainers"),
+		"ephemeral containers may only be added through the pods/ephemeralcontainers subresource\n"+cmp.Diff(old.Spec.EphemeralContainers, pod.Spec.EphemeralContainers))}
 }

@@ -157,7 +157,7 @@ func (Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorLis
 // ValidateUpdate checks a pod update: only images, activeDeadlineSeconds,
 // added tolerations and a few more may change.
 func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return validatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod))
+	return append(validatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod)), ephemeralContainersUnchanged(ctx, obj.(*corev1.Pod), old.(*corev1.Pod))...)
 }
 
 // ValidateStatusUpdate checks an update through pods/status.
