@@ -107,7 +107,7 @@ func (s *Server) buildChain() http.Handler {
 			IsResourceRequest: info.IsResourceRequest, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
 			Resource: info.Resource, Subresource: info.Subresource, Namespace: info.Namespace, Name: info.Name, Path: r.URL.Path,
 		}
-		labels := metrics.LabelsFor(mi, metrics.ComponentAPIServer)
+		labels := s.metricLabels(metrics.LabelsFor(mi, metrics.ComponentAPIServer), info, r.URL.Path, 0)
 		if info.Verb == "watch" {
 			done := s.metrics.TrackLongRunning(labels)
 			defer done()
@@ -122,21 +122,21 @@ func (s *Server) buildChain() http.Handler {
 				}
 				klog.FromContext(r.Context()).Error(fmt.Errorf("%v", p), "panic serving request", "path", r.URL.Path)
 				if w.code == 0 {
-					s.codecs.writeError(w, apierrors.NewInternalError(fmt.Errorf("%v", p)))
+					s.codecs.writeError(w, panicError()) // no internal detail to the client
 				}
 			}
 			if w.code == 0 {
 				w.code = http.StatusOK
 			}
 			if info.Verb != "watch" {
-				s.metrics.ObserveRequestSize(labels, w.code, time.Since(start), w.size)
+				s.metrics.ObserveRequestSize(s.metricLabels(labels, info, r.URL.Path, w.code), w.code, time.Since(start), w.size)
 			}
 		}()
 		ctx := context.WithValue(r.Context(), warningsKey, &warningRecorder{w: w})
 
 		user, ok, err := s.authn.Authenticate(r)
 		if err != nil || !ok {
-			if publicPath(r.URL.Path) {
+			if publicPath(r.URL.Path) || (s.serviceAccounts.discoveryPath(r.URL.Path) && err == nil) {
 				user = &authn.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
 			} else {
 				s.codecs.writeError(w, apierrors.NewUnauthorized("Unauthorized"))
@@ -171,7 +171,7 @@ func (s *Server) buildChain() http.Handler {
 				return
 			}
 		}
-		s.route(w, r.WithContext(ctx), info)
+		s.serveLimited(w, r.WithContext(ctx), info) // flow control and timeouts (overload.go), then route
 	})
 }
 
@@ -189,9 +189,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, info RequestInfo)
 	case s.openapi.Handles(r.URL.Path):
 		s.openapi.ServeHTTP(w, r)
 		return
+	case s.serviceAccounts.serveDiscovery(w, r):
+		return
 	}
 	if info.IsResourceRequest {
-		h := s.handlers[schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}]
+		h := s.handlerFor(schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource})
 		if h != nil {
 			h.serve(w, r, info)
 			return

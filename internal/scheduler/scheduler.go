@@ -648,6 +648,17 @@ func (s *Scheduler) addVolumeEventHandlers(ctx context.Context) error {
 	if err := s.handle(s.factory.Storage().V1().StorageClasses().Informer(), move("StorageClassChange")); err != nil {
 		return fmt.Errorf("scheduler: storage class handler: %w", err)
 	}
+	// DynamicResources: a claim created from a template, allocated,
+	// released or deallocated, or new devices or classes.
+	if err := s.handle(s.factory.Resource().V1().ResourceClaims().Informer(), move("ResourceClaimChange")); err != nil {
+		return fmt.Errorf("scheduler: resource claim handler: %w", err)
+	}
+	if err := s.handle(s.factory.Resource().V1().ResourceSlices().Informer(), move("ResourceSliceChange")); err != nil {
+		return fmt.Errorf("scheduler: resource slice handler: %w", err)
+	}
+	if err := s.handle(s.factory.Resource().V1().DeviceClasses().Informer(), move("DeviceClassChange")); err != nil {
+		return fmt.Errorf("scheduler: device class handler: %w", err)
+	}
 	return nil
 }
 

@@ -32,6 +32,10 @@ const (
 	MaxNodes = (256 - 42) * 256
 )
 
+// resourceapiMaxDevices is the most devices one ResourceSlice may hold
+// (resource.k8s.io/v1 ResourceSliceMaxDevices).
+const resourceapiMaxDevices = 128
+
 // Default capacities of a simulated node.
 var (
 	DefaultCPU              = resource.MustParse("4")
@@ -68,6 +72,11 @@ type Options struct {
 	// StatusUpdateFrequency is how often each node writes a status
 	// heartbeat (besides the status it registers with).
 	StatusUpdateFrequency time.Duration
+	// Devices, when positive, publishes a ResourceSlice for each node with
+	// that many simulated GPUs of DeviceDriver (DefaultDeviceDriver), for
+	// Dynamic Resource Allocation.
+	Devices      int
+	DeviceDriver string
 	// PodStartLatency delays a bound pod's move to Running.
 	PodStartLatency time.Duration
 	// KeepNotReadyTaint leaves the not-ready taint added by admission on
@@ -107,6 +116,9 @@ type NodeTemplate struct {
 func (o Options) withDefaults() Options {
 	if o.NamePrefix == "" {
 		o.NamePrefix = DefaultNamePrefix
+	}
+	if o.DeviceDriver == "" {
+		o.DeviceDriver = DefaultDeviceDriver
 	}
 	if o.CPU.IsZero() {
 		o.CPU = DefaultCPU.DeepCopy()
@@ -154,6 +166,14 @@ func (o Options) totalNodes() int {
 func (o Options) Validate() error {
 	o = o.withDefaults()
 	var errs []error
+	if o.Devices < 0 || o.Devices > resourceapiMaxDevices {
+		errs = append(errs, fmt.Errorf("devices per node must be between 0 and %d, got %d", resourceapiMaxDevices, o.Devices))
+	}
+	if o.Devices > 0 {
+		for _, msg := range validation.IsDNS1123Subdomain(o.DeviceDriver) {
+			errs = append(errs, fmt.Errorf("device driver %q: %s", o.DeviceDriver, msg))
+		}
+	}
 	total := o.Nodes
 	if len(o.Templates) > 0 {
 		total = 0

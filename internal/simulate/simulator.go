@@ -453,6 +453,9 @@ func (s *Simulator) register(ctx context.Context, n *simNode) error {
 	if err := s.renewLease(ctx, n); err != nil {
 		return err
 	}
+	if err := s.publishDevices(ctx, node); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	first := !n.registered
 	n.registered = true

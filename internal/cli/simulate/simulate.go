@@ -52,6 +52,8 @@ type Flags struct {
 	LeaseRenewInterval    time.Duration
 	StatusUpdateFrequency time.Duration
 	PodStartLatency       time.Duration
+	Devices               int
+	DeviceDriver          string
 	ManageTaints          bool
 	DeleteNodesOnExit     bool
 	QPS                   float32
@@ -145,6 +147,8 @@ SIGINT or SIGTERM stops the nodes (and deletes them with --delete-nodes-on-exit)
 	fs.DurationVar(&f.LeaseRenewInterval, "lease-renew-interval", 0, "how often each node renews its Lease (default a quarter of --lease-duration, 10s)")
 	fs.DurationVar(&f.StatusUpdateFrequency, "status-update-frequency", f.StatusUpdateFrequency, "how often each node writes a status heartbeat (a kubelet writes an unchanged status every 5m)")
 	fs.DurationVar(&f.PodStartLatency, "pod-start-latency", 0, "delay between a pod being seen bound and it Running")
+	fs.IntVar(&f.Devices, "devices-per-node", 0, "publish a ResourceSlice with this many simulated GPUs for each node (Dynamic Resource Allocation)")
+	fs.StringVar(&f.DeviceDriver, "device-driver", simulate.DefaultDeviceDriver, "DRA driver name of the simulated devices")
 	fs.BoolVar(&f.ManageTaints, "manage-taints", f.ManageTaints, "remove the not-ready taint once a node is Ready (the node lifecycle controller's job; turn off when one runs)")
 	fs.BoolVar(&f.DeleteNodesOnExit, "delete-nodes-on-exit", false, "delete the nodes and their Leases on exit")
 	fs.Float32Var(&f.QPS, "qps", f.QPS, "client queries per second to the API server")
@@ -172,6 +176,8 @@ func (f Flags) Config(getenv func(string) string, readFile func(string) ([]byte,
 		LeaseRenewInterval:    f.LeaseRenewInterval,
 		StatusUpdateFrequency: f.StatusUpdateFrequency,
 		PodStartLatency:       f.PodStartLatency,
+		Devices:               f.Devices,
+		DeviceDriver:          f.DeviceDriver,
 		KeepNotReadyTaint:     !f.ManageTaints,
 		DeleteNodesOnExit:     f.DeleteNodesOnExit,
 		Workers:               f.Workers,

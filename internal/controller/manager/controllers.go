@@ -19,6 +19,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
+	"github.com/skiff-sh/skiff/internal/controller/resourceclaim"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
 	"github.com/skiff-sh/skiff/internal/controller/statefulset"
@@ -52,6 +53,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"podgc":                   podgc.New,
 		"replicaset":              replicaset.New,
 		"replicationcontroller":   replicaset.NewForReplicationControllers,
+		resourceclaim.Name:        resourceclaim.New,
 		"root-ca-cert-publisher":  rootcacert.New,
 		"serviceaccount":          serviceaccount.New,
 		"statefulset":             statefulset.New,
@@ -87,6 +89,8 @@ func ComponentName(name string) string {
 		return ephemeral.ComponentName
 	case podautoscaler.Name:
 		return "horizontal-pod-autoscaler"
+	case resourceclaim.Name:
+		return "resource_claim"
 	}
 	return name + "-controller"
 }

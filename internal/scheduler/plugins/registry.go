@@ -7,6 +7,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/framework/runtime"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/defaultbinder"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/defaultpreemption"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins/dynamicresources"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/imagelocality"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/interpodaffinity"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/nodeaffinity"
@@ -45,6 +46,7 @@ func NewInTreeRegistry() framework.Registry {
 		defaultpreemption.Name:               defaultpreemption.New,
 		zoneaffinity.Name:                    zoneaffinity.New,
 		volumebinding.Name:                   volumebinding.New,
+		dynamicresources.Name:                dynamicresources.New,
 	}
 }
 
@@ -67,6 +69,7 @@ func DefaultProfile() runtime.Profile {
 			{Name: volumebinding.Name},
 			{Name: podtopologyspread.Name, Weight: 2},
 			{Name: interpodaffinity.Name, Weight: 2},
+			{Name: dynamicresources.Name},
 			{Name: noderesources.BalancedAllocationName, Weight: 1},
 			{Name: imagelocality.Name, Weight: 1},
 			{Name: defaultpreemption.Name},
