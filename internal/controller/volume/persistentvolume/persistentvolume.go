@@ -197,6 +197,18 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 	}
 }
 
+func (c *Controller) enqueueUnboundClaims() {
+	pvcs, err := c.claims.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pvc := range pvcs {
+		if pvc.Spec.VolumeName == "" || pvc.Status.Phase == corev1.ClaimPending {
+			c.claimQueue.Add(pvc.Namespace + "/" + pvc.Name)
+		}
+	}
+}
+
 func (c *Controller) syncClaimKey(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -327,8 +339,16 @@ func (c *Controller) syncBoundClaim(ctx context.Context, claim *corev1.Persisten
 func (c *Controller) syncVolume(ctx context.Context, volume *corev1.PersistentVolume) error {
 	if volume.Spec.ClaimRef == nil || volume.Spec.ClaimRef.UID == "" {
 		// Unused, or pre-bound to a claim that the claim's sync binds.
-		_, err := c.updateVolumePhase(ctx, volume, corev1.VolumeAvailable, "")
-		return err
+		wasAvailable := volume.Status.Phase == corev1.VolumeAvailable
+		if _, err := c.updateVolumePhase(ctx, volume, corev1.VolumeAvailable, ""); err != nil {
+			return err
+		}
+		if !wasAvailable {
+			// Upstream leaves the waiting claims to the next resync
+			// (15 s); looking at them now binds a new volume at once.
+			c.enqueueUnboundClaims()
+		}
+		return nil
 	}
 	ref := volume.Spec.ClaimRef
 	claim, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // harness runs the controller's syncs over listers that it refreshes from
@@ -71,6 +73,10 @@ func (h *harness) controller() *Controller {
 		classes:  storagelisters.NewStorageClassLister(classes),
 		pods:     corelisters.NewPodLister(pods),
 	}
+	// The queues are never run here: converge syncs everything each round.
+	c.claimQueue = worker.NewQueue("claims", c.syncClaimKey, worker.Options[string]{})
+	c.volumeQueue = worker.NewQueue("volumes", c.syncVolumeKey, worker.Options[string]{})
+	h.t.Cleanup(func() { c.claimQueue.ShutDown(); c.volumeQueue.ShutDown() })
 	return c
 }
 
