@@ -166,11 +166,11 @@ func defaults(name string) metav1.ObjectMeta {
 // for its certificate with a bootstrap token (group system:bootstrappers),
 // as kubeadm's kubeadm:kubelet-bootstrap binding allows.
 const (
-	// NodeNetworkRole lets the agents' service proxy and network policy
-	// read what they program: EndpointSlices (Services and events are in
-	// system:node's rules), pods, namespaces and NetworkPolicies. It is
-	// narrower than system:node-proxier, which would let a node read every
-	// Node object.
+	// NodeNetworkRole lets the agents' service proxy, network policy and
+	// pod routes read what they program: EndpointSlices (Services and
+	// events are in system:node's rules), pods, namespaces,
+	// NetworkPolicies, and every Node (internal/agent/routes routes each
+	// other node's podCIDR via its InternalIP, as flannel's role allows).
 	NodeNetworkRole = "skiff:node-network"
 	// NodeLocalPathRole lets each agent's local-path provisioner
 	// (internal/localpath) make and delete the volumes of its node:
@@ -183,7 +183,7 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 	return []rbacv1.ClusterRole{{
 		ObjectMeta: defaults(NodeNetworkRole),
 		Rules: []rbacv1.PolicyRule{
-			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		},
