@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/crd"
+	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -57,6 +58,7 @@ type servedCRD struct {
 	generation  int64
 	names       apiextensionsv1.CustomResourceDefinitionNames
 	resources   []registry.Resource
+	openapi     []openapi.Custom
 	handlers    map[schema.GroupVersionResource]*resourceHandler
 	cancel      context.CancelFunc
 	terminating atomic.Bool
@@ -253,6 +255,9 @@ func (c *customResources) serve(def *apiextensionsv1.CustomResourceDefinition) e
 	if err != nil {
 		return err
 	}
+	if sc.openapi, err = crd.OpenAPI(def); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	sc.cancel = cancel
 	var cachers []*storage.Cacher
@@ -341,14 +346,19 @@ func (c *customResources) publish() {
 	sort.Strings(names)
 	c.handlers.Store(&handlers)
 	resources := append([]registry.Resource(nil), c.srv.resources...)
+	var docs []openapi.Custom
 	for _, name := range names {
 		for _, res := range c.served[name].resources {
 			if c.srv.handlers[res.GroupVersion.WithResource(res.Resource)] == nil {
 				resources = append(resources, res)
 			}
 		}
+		docs = append(docs, c.served[name].openapi...)
 	}
 	c.srv.disco.SetResources(resources)
+	if err := c.srv.openapi.SetCustom(docs); err != nil {
+		klog.Background().Error(err, "publish the OpenAPI of custom resources")
+	}
 }
 
 // cleanup deletes the objects of a CRD being deleted, then removes its

@@ -19,6 +19,14 @@ func metaOf(obj runtime.Object) (metav1.Object, error) {
 }
 
 func partialMetadata(obj runtime.Object) (*metav1.PartialObjectMetadata, error) {
+	if u, ok := obj.(runtime.Unstructured); ok { // custom resources
+		pm := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"}}
+		md, _ := u.UnstructuredContent()["metadata"].(map[string]interface{})
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, &pm.ObjectMeta); err != nil {
+			return nil, fmt.Errorf("metadata of %T: %w", obj, err)
+		}
+		return pm, nil
+	}
 	mo, ok := obj.(metav1.ObjectMetaAccessor)
 	if !ok {
 		return nil, fmt.Errorf("unexpected object type %T", obj)

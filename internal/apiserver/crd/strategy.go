@@ -113,10 +113,11 @@ func content(obj runtime.Object) map[string]interface{} {
 // unknown fields there), coerces embedded ObjectMeta, and returns the
 // dropped paths ("spec.foo"), as upstream's decoder does.
 func (s *Strategy) Prune(obj runtime.Object) []string {
-	if s.schema == nil {
+	cr, ok := obj.(*unstructured.Unstructured)
+	if s.schema == nil || !ok { // e.g. a Scale decoded for /scale
 		return nil
 	}
-	u := content(obj)
+	u := cr.Object
 	unknown := pruning.PruneWithOptions(u, s.schema.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	_, dropped := schemaobjectmeta.CoerceWithOptions(nil, u, s.schema.structural, false, schemaobjectmeta.CoerceOptions{
 		DropInvalidFields: true, ReturnUnknownFieldPaths: true})

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
@@ -70,6 +71,8 @@ type OpenAPI struct {
 	v3     map[string]*document // by "api/v1", "apis/apps/v1"
 	v3Root document
 	err    error
+	// custom, when set, adds the custom resources (custom.go).
+	custom atomic.Pointer[customDocs]
 }
 
 // New builds the documents of the given resources. version is the server
@@ -337,7 +340,8 @@ func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.serveV2(w, r)
 	case r.URL.Path == v3Path || r.URL.Path == v3Path+"/":
 		w.Header().Set("Content-Type", mediaJSON)
-		serveBytes(w, r, o.v3Root.etag, o.v3Root.json)
+		root := o.v3RootDoc()
+		serveBytes(w, r, root.etag, root.json)
 	case strings.HasPrefix(r.URL.Path, v3GroupPrefix):
 		o.serveV3Group(w, r, strings.TrimPrefix(r.URL.Path, v3GroupPrefix))
 	default:
@@ -373,16 +377,21 @@ func (o *OpenAPI) serveV2(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no acceptable media type: the OpenAPI v2 document is served as "+mediaJSON+" or "+mediaV2PB, http.StatusNotAcceptable)
 		return
 	}
-	body := o.v2.json
+	v2, err := o.v2Doc()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	body := v2.json
 	if media != mediaJSON {
-		media, body = mediaV2PB, o.v2.proto
+		media, body = mediaV2PB, v2.proto
 	}
 	w.Header().Set("Content-Type", media)
-	serveBytes(w, r, o.v2.etag, body)
+	serveBytes(w, r, v2.etag, body)
 }
 
 func (o *OpenAPI) serveV3Group(w http.ResponseWriter, r *http.Request, key string) {
-	doc, ok := o.v3[key]
+	doc, ok := o.v3Doc(key)
 	if !ok {
 		http.NotFound(w, r)
 		return
