@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	criclient "k8s.io/cri-client/pkg"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	criclient "k8s.io/cri-client/pkg"
 
 	"github.com/skiff-sh/skiff/internal/agent/containerd"
 	agentimages "github.com/skiff-sh/skiff/internal/agent/images"
