@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,6 +46,10 @@ func (f imageFs) Observe(context.Context) (eviction.Observations, error) {
 }
 
 func (imageFs) PodStats(context.Context, bool) (map[types.UID]*eviction.PodStats, error) {
+	return nil, nil
+}
+
+func (imageFs) LocalStorage(context.Context, *corev1.Pod) (*eviction.LocalUsage, error) {
 	return nil, nil
 }
 
