@@ -16,26 +16,12 @@ import (
 // newAdmission builds the admission chain: the built-in plugins, in
 // upstream's order. Webhooks and the other plugins are appended here.
 func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, error) {
-	podSecurity, err := admission.NewPodSecurity(r, nil)
-	if err != nil {
-		return nil, fmt.Errorf("admission: %w", err)
-	}
-	plugins := []admission.Plugin{
+	chain, err := admission.NewChain(
 		admission.NewNamespaceLifecycle(r, c),
-		admission.NewLimitRanger(r, c),
-		admission.NewServiceAccount(r),
+		admission.NewServiceAccount(),
 		admission.NewNodeRestriction(),
 		admission.NewPriority(r),
-		podSecurity,
-		admission.NewDefaultStorageClass(r),
-		admission.StorageObjectInUseProtection{},
-		admission.NewRuntimeClass(r),
-		admission.NewDefaultIngressClass(r),
-	}
-	if w, ok := r.(admission.QuotaStatusWriter); ok { // the server's reader (quotastatus.go)
-		plugins = append(plugins, admission.NewResourceQuota(r, w, c))
-	}
-	chain, err := admission.NewChain(plugins...)
+	)
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
@@ -44,14 +30,8 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 
 // admit runs both admission phases for one write of this resource: obj is
 // the object to write (nil on delete), old the stored one (nil on
-// create). Creates and updates run the phases apart, with validation
-// between them (create.go, update.go).
+// create).
 func (h *resourceHandler) admit(ctx context.Context, op admission.Operation, obj, old runtime.Object, info RequestInfo, dry bool) error {
-	return h.runAdmission(ctx, h.admissionAttributes(ctx, op, obj, old, info, dry), h.srv.admission.Run)
-}
-
-// admissionAttributes describes one request to the admission chain.
-func (h *resourceHandler) admissionAttributes(ctx context.Context, op admission.Operation, obj, old runtime.Object, info RequestInfo, dry bool) *admission.Attributes {
 	a := &admission.Attributes{
 		Operation:   op,
 		Resource:    h.res.GroupVersion.WithResource(h.res.Resource),
@@ -72,13 +52,5 @@ func (h *resourceHandler) admissionAttributes(ctx context.Context, op admission.
 	if u, ok := authn.UserFrom(ctx); ok {
 		a.User = u
 	}
-	return a
-}
-
-// runAdmission runs one phase of the chain and sends the warnings the
-// plugins gave (PodSecurity's) as Warning headers, refused or not.
-func (h *resourceHandler) runAdmission(ctx context.Context, a *admission.Attributes, phase func(context.Context, *admission.Attributes) error) error {
-	err := phase(ctx, a)
-	setWarnings(ctx, a.TakeWarnings())
-	return err
+	return h.srv.admission.Run(ctx, a)
 }

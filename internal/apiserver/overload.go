@@ -444,3 +444,10 @@ func (s *Server) listSeats(info RequestInfo, r *http.Request) int {
 	}
 	return int(min(max((n+99)/100, 1), 10))
 }
+
+// SetComponentHealth makes componentstatuses report name ("scheduler",
+// "controller-manager") through check, for a component running in this
+// process; otherwise it is probed on upstream's healthz address.
+func (s *Server) SetComponentHealth(name string, check func(context.Context) error) {
+	s.components.Set(name, check)
+}

@@ -123,10 +123,13 @@ type Server struct {
 	kubelet kubeletClient
 	// flow limits requests (API Priority and Fairness, or max-in-flight);
 	// apf is set when it is API Priority and Fairness.
-	flow      flowcontrol.Limiter
-	apf       *flowcontrol.APF
-	clock     clock.WithTicker
-	admission *admission.Chain
+	flow flowcontrol.Limiter
+	apf  *flowcontrol.APF
+	// components tells componentstatuses how the scheduler and the
+	// controller manager are (SetComponentHealth).
+	components *health.Components
+	clock      clock.WithTicker
+	admission  *admission.Chain
 	// The loops Start runs beside serving.
 	reaper    *reaper
 	compactor *compactor
@@ -191,8 +194,10 @@ func New(cfg Config) (*Server, error) {
 	s.flow, s.apf = newFlowControl(cfg)
 	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
 	s.resourceMetrics = resourcemetrics.New(kubeletMetrics{s: s}, cfg.Clock)
+	s.components = health.NewComponents()
 	s.resources = builtin.Resources(registry.Deps{
-		Services: alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
+		CheckComponent: s.components.Check,
+		Services:       alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
 		BindPod: s.bindPod, ResourceMetrics: s.resourceMetrics,
 	})
 	for _, res := range s.resources {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -44,6 +45,7 @@ func TestOverload(t *testing.T) {
 		{"HugeBodyRejectedUnread", testHugeBody},
 		{"ObjectOverEtcdLimit", testObjectOverEtcdLimit},
 		{"MetricLabelsBounded", testMetricLabelsBounded},
+		{"ComponentStatusesTellTheTruth", testComponentStatuses},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, c) })
 	}
@@ -380,5 +382,28 @@ func testMetricLabelsBounded(t *testing.T, c *cluster) {
 	}
 	if !strings.Contains(m, `subresource="other"`) {
 		t.Fatal(`/metrics has no subresource="other" series for unknown paths`)
+	}
+}
+
+// testComponentStatuses: componentstatuses report what the components
+// say: a stopped in-process scheduler is Unhealthy with its error, and a
+// controller manager that runs nowhere is Unhealthy (its healthz port does
+// not answer), never "Healthy" by default.
+func testComponentStatuses(t *testing.T, c *cluster) {
+	ctx := testCtx(t, 30*time.Second)
+	cs := c.Clientset()
+	c.Server().SetComponentHealth("scheduler", func(context.Context) error { return fmt.Errorf("scheduler stopped: lost its lease") })
+	c.Server().SetComponentHealth("controller-manager", func(context.Context) error { return nil })
+	got := map[string]string{}
+	list, err := cs.CoreV1().ComponentStatuses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list.Items {
+		got[s.Name] = string(s.Conditions[0].Status) + " " + s.Conditions[0].Error
+	}
+	want := map[string]string{"controller-manager": "True ", "scheduler": "False scheduler stopped: lost its lease", "etcd-0": "True "}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("componentstatuses (-want +got):\n%s", diff)
 	}
 }

@@ -26,6 +26,9 @@ type Deps struct {
 	Authorizer authz.Authorizer
 	// CheckEtcd reports the health of etcd (componentstatuses).
 	CheckEtcd func(ctx context.Context) error
+	// CheckComponent reports the health of the scheduler or the
+	// controller manager (componentstatuses).
+	CheckComponent func(ctx context.Context, name string) error
 	// BindPod assigns the pod b names (in b's namespace) to b.Target, as
 	// pods/binding does (the core/v1 bindings resource).
 	BindPod func(ctx context.Context, b *corev1.Binding) error

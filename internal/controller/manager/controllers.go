@@ -14,15 +14,12 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
+	"github.com/skiff-sh/skiff/internal/controller/podautoscaler"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
-	"github.com/skiff-sh/skiff/internal/controller/podautoscaler"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
-	"github.com/skiff-sh/skiff/internal/controller/pvcprotection"
-	"github.com/skiff-sh/skiff/internal/controller/pvprotection"
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/resourceclaim"
-	"github.com/skiff-sh/skiff/internal/controller/resourcequota"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
 	"github.com/skiff-sh/skiff/internal/controller/statefulset"
@@ -54,12 +51,9 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"nodelifecycle":           nodelifecycle.New,
 		persistentvolume.Name:     persistentvolume.New,
 		"podgc":                   podgc.New,
-		pvcprotection.Name:        pvcprotection.New,
-		pvprotection.Name:         pvprotection.New,
 		"replicaset":              replicaset.New,
 		"replicationcontroller":   replicaset.NewForReplicationControllers,
 		resourceclaim.Name:        resourceclaim.New,
-		resourcequota.Name:        resourcequota.New,
 		"root-ca-cert-publisher":  rootcacert.New,
 		"serviceaccount":          serviceaccount.New,
 		"statefulset":             statefulset.New,

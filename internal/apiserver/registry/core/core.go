@@ -44,6 +44,6 @@ func Resources(deps registry.Deps) []registry.Resource {
 		resourcequota.Resource(),
 		podtemplate.Resource(),
 		replicationcontroller.Resource(),
-		componentstatus.Resource(deps.CheckEtcd),
+		componentstatus.Resource(deps.CheckEtcd, deps.CheckComponent),
 	}
 }

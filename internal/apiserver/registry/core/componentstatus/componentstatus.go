@@ -18,8 +18,9 @@ import (
 
 // Resource describes core/v1 componentstatuses (cluster-scoped, get and
 // list only). Nothing is kept under StoragePrefix: the strategy computes
-// them, with etcd healthy when checkEtcd returns nil (nil: always).
-func Resource(checkEtcd func(ctx context.Context) error) registry.Resource {
+// them, with etcd healthy when checkEtcd returns nil and the scheduler and
+// controller manager when checkComponent does (nil: always).
+func Resource(checkEtcd func(ctx context.Context) error, checkComponent func(ctx context.Context, name string) error) registry.Resource {
 	return registry.Resource{
 		GroupVersion:  corev1.SchemeGroupVersion,
 		Resource:      "componentstatuses",
@@ -31,7 +32,7 @@ func Resource(checkEtcd func(ctx context.Context) error) registry.Resource {
 		StoragePrefix: "componentstatuses",
 		New:           func() runtime.Object { return &corev1.ComponentStatus{} },
 		NewList:       func() runtime.Object { return &corev1.ComponentStatusList{} },
-		Strategy:      Strategy{checkEtcd: checkEtcd},
+		Strategy:      Strategy{checkEtcd: checkEtcd, checkComponent: checkComponent},
 	}
 }
 
@@ -39,7 +40,8 @@ func Resource(checkEtcd func(ctx context.Context) error) registry.Resource {
 // them on every read and refuses every write.
 type Strategy struct {
 	registry.DefaultStrategy
-	checkEtcd func(ctx context.Context) error
+	checkEtcd      func(ctx context.Context) error
+	checkComponent func(ctx context.Context, name string) error
 }
 
 var (
@@ -52,7 +54,11 @@ func (s Strategy) all(ctx context.Context) []corev1.ComponentStatus {
 	if s.checkEtcd != nil {
 		etcd = func() error { return s.checkEtcd(ctx) }
 	}
-	return ComponentStatuses(etcd)
+	var component func(string) error
+	if s.checkComponent != nil {
+		component = func(name string) error { return s.checkComponent(ctx, name) }
+	}
+	return ComponentStatuses(etcd, component)
 }
 
 // GetVirtual returns one component's status.
@@ -91,10 +97,11 @@ func (Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Objec
 }
 
 // ComponentStatuses reports the control plane's components the way
-// upstream does: the scheduler and controller manager run in this process
-// and are healthy while it serves; etcd-0 is healthy when etcdHealthy
-// returns nil (a nil func counts as healthy).
-func ComponentStatuses(etcdHealthy func() error) []corev1.ComponentStatus {
+// upstream does: etcd-0 is healthy when etcdHealthy returns nil, the
+// scheduler and controller manager when component(name) does (the API
+// server asks the in-process components, or probes their healthz); a nil
+// func counts as healthy.
+func ComponentStatuses(etcdHealthy func() error, component func(name string) error) []corev1.ComponentStatus {
 	healthy := func(name string) corev1.ComponentStatus {
 		return corev1.ComponentStatus{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ComponentStatus"},
@@ -108,7 +115,15 @@ func ComponentStatuses(etcdHealthy func() error) []corev1.ComponentStatus {
 			etcd.Conditions[0] = corev1.ComponentCondition{Type: corev1.ComponentHealthy, Status: corev1.ConditionFalse, Error: err.Error()}
 		}
 	}
-	return []corev1.ComponentStatus{healthy("controller-manager"), healthy("scheduler"), etcd}
+	out := []corev1.ComponentStatus{healthy("controller-manager"), healthy("scheduler"), etcd}
+	if component != nil {
+		for i := range out[:2] {
+			if err := component(out[i].Name); err != nil {
+				out[i].Conditions[0] = corev1.ComponentCondition{Type: corev1.ComponentHealthy, Status: corev1.ConditionFalse, Error: err.Error()}
+			}
+		}
+	}
+	return out
 }
 
 // TableColumns are the columns of `kubectl get cs`.

@@ -11,9 +11,10 @@ import (
 
 func TestComponentStatuses(t *testing.T) {
 	tests := []struct {
-		name string
-		etcd func() error
-		want [][]interface{}
+		name      string
+		etcd      func() error
+		component func(string) error
+		want      [][]interface{}
 	}{
 		{name: "healthy", etcd: func() error { return nil }, want: [][]interface{}{
 			{"controller-manager", "Healthy", "ok", ""}, {"scheduler", "Healthy", "ok", ""}, {"etcd-0", "Healthy", "ok", ""},
@@ -21,11 +22,23 @@ func TestComponentStatuses(t *testing.T) {
 		{name: "etcd down", etcd: func() error { return errors.New("context deadline exceeded") }, want: [][]interface{}{
 			{"controller-manager", "Healthy", "ok", ""}, {"scheduler", "Healthy", "ok", ""}, {"etcd-0", "Unhealthy", "", "context deadline exceeded"},
 		}},
+		{name: "scheduler not running", etcd: func() error { return nil },
+			component: func(name string) error {
+				if name == "scheduler" {
+					return errors.New(`Get "https://127.0.0.1:10259/healthz": dial tcp 127.0.0.1:10259: connect: connection refused`)
+				}
+				return nil
+			},
+			want: [][]interface{}{
+				{"controller-manager", "Healthy", "ok", ""},
+				{"scheduler", "Unhealthy", "", `Get "https://127.0.0.1:10259/healthz": dial tcp 127.0.0.1:10259: connect: connection refused`},
+				{"etcd-0", "Healthy", "ok", ""},
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [][]interface{}
-			for _, cs := range ComponentStatuses(tc.etcd) {
+			for _, cs := range ComponentStatuses(tc.etcd, tc.component) {
 				row, err := Strategy{}.TableRow(&cs)
 				if err != nil {
 					t.Fatal(err)
