@@ -118,7 +118,7 @@ spec:
                 type: integer
               labelSelector:
                 type: string
-  - name: v2
+  - name: v1beta1
     served: true
     storage: false
     schema:
@@ -244,7 +244,7 @@ func TestCustomResourceDefinitionLifecycle(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff([]string{"v2", "v1"}, versions); diff != "" {
+	if diff := cmp.Diff([]string{"v1", "v1beta1"}, versions); diff != "" {
 		t.Errorf("stable.example.com versions (-want +got):\n%s", diff)
 	}
 
@@ -281,13 +281,14 @@ func TestCustomResourceDefinitionLifecycle(t *testing.T) {
 		t.Errorf("generation %d uid %q", created.GetGeneration(), created.GetUID())
 	}
 
-	// The same object through v2 (conversion None: only apiVersion differs).
-	v2, err := dyn.Resource(cronTabs.GroupVersion().WithResource("crontabs").GroupResource().WithVersion("v2")).Namespace(ns).Get(ctx, "my-new-cron-object", metav1.GetOptions{})
+	// The same object through v1beta1 (conversion None: only apiVersion
+	// differs).
+	beta, err := dyn.Resource(crdGVR("stable.example.com", "v1beta1", "crontabs")).Namespace(ns).Get(ctx, "my-new-cron-object", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("get through v2: %v", err)
+		t.Fatalf("get through v1beta1: %v", err)
 	}
-	if v2.GetAPIVersion() != "stable.example.com/v2" || v2.GetUID() != created.GetUID() {
-		t.Errorf("v2 object: apiVersion %s uid %s", v2.GetAPIVersion(), v2.GetUID())
+	if beta.GetAPIVersion() != "stable.example.com/v1beta1" || beta.GetUID() != created.GetUID() {
+		t.Errorf("v1beta1 object: apiVersion %s uid %s", beta.GetAPIVersion(), beta.GetUID())
 	}
 
 	// Status only through /status.
@@ -461,4 +462,8 @@ func etcdKeys(t testing.TB, c *testapiserver.Cluster, prefix string) []string {
 		keys = append(keys, string(kv.Key))
 	}
 	return keys
+}
+
+func crdGVR(group, version, resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
 }
