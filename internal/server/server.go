@@ -230,6 +230,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	api.SetComponentHealth("controller-manager", runningCheck(cmHandle)) // componentstatuses
 	// Deferred: the controllers stop before the API server.
 	defer func() {
 		logger.V(1).Info("Stopping controller manager")
@@ -246,6 +247,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	api.SetComponentHealth("scheduler", runningCheck(schedHandle)) // componentstatuses
 	// Deferred: the scheduler stops before the API server.
 	defer func() {
 		logger.V(1).Info("Stopping scheduler")
@@ -375,6 +377,18 @@ func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, r
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	return lifecycle.Launch(ctx, "scheduler", sched, cfg.ReadyTimeout)
+}
+
+// runningCheck is healthy while the in-process component runs.
+func runningCheck(h *lifecycle.Handle) func(context.Context) error {
+	return func(context.Context) error {
+		select {
+		case <-h.Done():
+			return orStopped(h.Err(), "component")
+		default:
+			return nil
+		}
+	}
 }
 
 func orStopped(err error, name string) error {

@@ -150,6 +150,21 @@ func TestRunAndRestart(t *testing.T) {
 	if diff := cmp.Diff(want, namespaces()); diff != "" {
 		t.Errorf("namespaces (-want +got):\n%s", diff)
 	}
+	// The in-process scheduler and controller manager report healthy
+	// through componentstatuses (they open no healthz port).
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses, err := kubernetes.NewForConfigOrDie(rc).CoreV1().ComponentStatuses().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range statuses.Items {
+		if len(cs.Conditions) == 0 || cs.Conditions[0].Status != "True" {
+			t.Errorf("componentstatus %s: %+v, want Healthy", cs.Name, cs.Conditions)
+		}
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
