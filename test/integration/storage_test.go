@@ -89,6 +89,7 @@ func TestStorage(t *testing.T) {
 		})
 		// A volume appears: the binder binds the claim, the pod goes.
 		createPV(t, cs, staticPV("stor-manual-1", "2Gi", "stor-manual", corev1.PersistentVolumeReclaimRetain))
+		waitClaim(t, cs, ns, "manual", func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
 		waitPodCond(t, cs, ns, "waiter", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
 	})
 

@@ -121,8 +121,18 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 	c.claimQueue = worker.NewQueue("claims", c.syncClaimKey, worker.Options[string]{Clock: clk})
 
 	if _, err := pvs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueVolume,
-		UpdateFunc: func(_, obj any) { c.enqueueVolume(obj) },
+		AddFunc: c.enqueueVolume,
+		UpdateFunc: func(oldObj, obj any) {
+			c.enqueueVolume(obj)
+			// Upstream leaves the claims waiting for a volume to the next
+			// resync (15 s); looking at them once one becomes Available
+			// binds it at once.
+			o, ok1 := oldObj.(*corev1.PersistentVolume)
+			n, ok2 := obj.(*corev1.PersistentVolume)
+			if ok1 && ok2 && o.Status.Phase != corev1.VolumeAvailable && n.Status.Phase == corev1.VolumeAvailable {
+				c.enqueueUnboundClaims()
+			}
+		},
 		DeleteFunc: c.volumeDeleted,
 	}); err != nil {
 		return nil, fmt.Errorf("%s: volume handler: %w", Name, err)
@@ -339,16 +349,8 @@ func (c *Controller) syncBoundClaim(ctx context.Context, claim *corev1.Persisten
 func (c *Controller) syncVolume(ctx context.Context, volume *corev1.PersistentVolume) error {
 	if volume.Spec.ClaimRef == nil || volume.Spec.ClaimRef.UID == "" {
 		// Unused, or pre-bound to a claim that the claim's sync binds.
-		wasAvailable := volume.Status.Phase == corev1.VolumeAvailable
-		if _, err := c.updateVolumePhase(ctx, volume, corev1.VolumeAvailable, ""); err != nil {
-			return err
-		}
-		if !wasAvailable {
-			// Upstream leaves the waiting claims to the next resync
-			// (15 s); looking at them now binds a new volume at once.
-			c.enqueueUnboundClaims()
-		}
-		return nil
+		_, err := c.updateVolumePhase(ctx, volume, corev1.VolumeAvailable, "")
+		return err
 	}
 	ref := volume.Spec.ClaimRef
 	claim, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
