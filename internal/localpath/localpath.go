@@ -291,6 +291,9 @@ func Volume(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, 
 			return nil, fmt.Errorf("NodePath only supports ReadWriteOnce and ReadWriteOncePod (1 node) access modes")
 		}
 	}
+	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
+		return nil, errors.New("claim.Spec.DataSource is not supported")
+	}
 	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
 		return nil, errors.New("block volumes are not supported")
 	}

@@ -51,6 +51,9 @@ func TestVolume(t *testing.T) {
 			c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		}, "NodePath only supports ReadWriteOnce and ReadWriteOncePod (1 node) access modes"},
 		{"selector", func(c *corev1.PersistentVolumeClaim) { c.Spec.Selector = &metav1.LabelSelector{} }, "claim.Spec.Selector is not supported"},
+		{"data source", func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
+		}, "claim.Spec.DataSource is not supported"},
 		{"block", func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock) }, "block volumes are not supported"},
 	} {
 		c := claim("n1")
