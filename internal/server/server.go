@@ -81,6 +81,8 @@ type Config struct {
 	Services ServicesConfig
 	// Security: static tokens and OIDC (security.go).
 	Security SecurityConfig
+	// Overload: the API server's timeouts and flow control (overload.go).
+	Overload OverloadConfig
 	// AuthorizationModes are the API server's (--authorization-mode; empty:
 	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
 	AuthorizationModes []string
@@ -168,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	api, err := newAPIServer(cfg.Security, cfg.DataDir, apiserver.Config{
+	api, err := newAPIServer(cfg.Security, cfg.DataDir, cfg.Overload.applyTo(apiserver.Config{
 		Registry:           registry,
 		Etcd:               store.Client(),
 		ClientCA:           bundle.CAPool,
@@ -179,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		KubeletClientTLS:   kubeletTLS,
 		AuthorizationModes: cfg.AuthorizationModes,
 		ServiceAccounts:    saConfig,
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
 	}

@@ -66,6 +66,8 @@ type Flags struct {
 
 	// Security: authentication beyond certificates (security.go).
 	Security SecurityFlags
+	// Overload: the API server's timeouts and flow control (overload.go).
+	Overload OverloadFlags
 
 	// AuthorizationMode is the API server's comma-separated authorization
 	// modes (Node, RBAC, AlwaysAllow), asked in order.
@@ -108,6 +110,7 @@ func DefaultFlags() Flags {
 		NodeStartupGrace:     c.NodeStartupGracePeriod,
 		NodeEvictionRate:     c.NodeEvictionRate,
 		AuthorizationMode:    strings.Join(apiserver.DefaultAuthorizationModes, ","),
+		Overload:             defaultOverloadFlags(),
 	}
 }
 
@@ -177,6 +180,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.DurationVar(&f.ServiceAccountMaxExpiration, "service-account-max-token-expiration", 0, "longest lifetime a TokenRequest gets; longer requests are shortened (0: no limit)")
 	fs.BoolVar(extendTokens, "service-account-extend-token-expiration", true, "issue pod-bound tokens that the kubelet asks for with the default lifetime for a year, with a warnafter claim at the hour, as upstream")
 	f.Security.addFlags(fs)
+	f.Overload.addFlags(fs)
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -286,6 +290,10 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	overload, err := f.Overload.config()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	authzModes, err := apiserver.ParseAuthorizationModes(f.AuthorizationMode)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
@@ -328,6 +336,7 @@ func (f Flags) Config() (server.Config, error) {
 		SchedulerConfig:    schedCfg,
 		AuthorizationModes: authzModes,
 		Security:           security,
+		Overload:           overload,
 		ServiceAccounts: server.ServiceAccountsConfig{
 			KeyFiles: f.ServiceAccountKeyFiles, SigningKeyFile: f.ServiceAccountSigningKeyFile,
 			Issuers: f.ServiceAccountIssuers, APIAudiences: f.APIAudiences, JWKSURI: f.ServiceAccountJWKSURI,
