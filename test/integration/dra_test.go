@@ -28,7 +28,12 @@ func TestDynamicResourceAllocation(t *testing.T) {
 	ctx := context.Background()
 	runManager(t, c)
 	runScheduler(t, c)
-	sim := simulate.New(cs, simulate.Options{Nodes: 2, NamePrefix: "gpu-node-", Devices: 8, Workers: 2})
+	// Leases renewed as runNodes's are: the manager here notices a silent
+	// node within 3 s.
+	sim := simulate.New(cs, simulate.Options{
+		Nodes: 2, NamePrefix: "gpu-node-", Devices: 8, Workers: 2,
+		LeaseDuration: 2 * time.Second, LeaseRenewInterval: 500 * time.Millisecond, StatusUpdateFrequency: time.Second,
+	})
 	simCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- sim.Start(simCtx) }()
@@ -67,6 +72,19 @@ func TestDynamicResourceAllocation(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the claims looked like, for a failure's reader.
+		claims, _ := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		for _, cl := range claims.Items {
+			t.Logf("claim %s: deleting %v finalizers %v allocated %v reservedFor %v", cl.Name, cl.DeletionTimestamp != nil, cl.Finalizers, cl.Status.Allocation != nil, cl.Status.ReservedFor)
+		}
+		if p, err := cs.CoreV1().Pods(ns).Get(ctx, "train-16", metav1.GetOptions{}); err == nil {
+			t.Logf("train-16: node %q phase %s conditions %+v claims %+v", p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, p.Status.ResourceClaimStatuses)
+		}
+	})
 	newPod := func(name string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

@@ -15,12 +15,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -52,6 +54,18 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	recorder  record.EventRecorder
 	queue     *worker.Queue[string]
+
+	// created remembers the claims this controller created, by pod UID
+	// and pod claim name, until the informer shows them: a sync that runs
+	// before then must not create a second one (upstream keeps a mutation
+	// cache for the same reason).
+	mu      sync.Mutex
+	created map[createdKey]*resourceapi.ResourceClaim
+}
+
+type createdKey struct {
+	pod   types.UID
+	claim string
 }
 
 // New builds the controller (a controllercontext.InitFunc).
@@ -75,6 +89,7 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		client: cc.Client, pods: pods.Lister(), claims: claims.Lister(), templates: templates.Lister(),
 		synced:   []cache.InformerSynced{pods.Informer().HasSynced, claims.Informer().HasSynced, templates.Informer().HasSynced},
 		recorder: recorder,
+		created:  map[createdKey]*resourceapi.ResourceClaim{},
 	}
 	c.queue = worker.NewQueue("resource_claim", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
 	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -117,6 +132,15 @@ func (c *Controller) podChanged(obj any, deleted bool) {
 	if !ok || len(pod.Spec.ResourceClaims) == 0 {
 		return
 	}
+	if deleted {
+		c.mu.Lock()
+		for k := range c.created {
+			if k.pod == pod.UID {
+				delete(c.created, k)
+			}
+		}
+		c.mu.Unlock()
+	}
 	if !deleted && pod.DeletionTimestamp == nil && !isPodDone(pod) {
 		c.queue.Add(podPrefix + pod.Namespace + "/" + pod.Name)
 	}
@@ -142,6 +166,13 @@ func (c *Controller) claimChanged(obj any) {
 		return
 	}
 	c.queue.Add(claimPrefix + claim.Namespace + "/" + claim.Name)
+	if ref := metav1.GetControllerOfNoCopy(claim); ref != nil {
+		if name := claim.Annotations[resourceapi.PodResourceClaimAnnotation]; name != "" {
+			c.mu.Lock()
+			delete(c.created, createdKey{ref.UID, name})
+			c.mu.Unlock()
+		}
+	}
 	// A pod waiting for its generated claim, or for an allocation to be
 	// reserved, looks again.
 	if ref := metav1.GetControllerOfNoCopy(claim); ref != nil && ref.Kind == "Pod" && ref.APIVersion == "v1" {
@@ -282,7 +313,15 @@ func (c *Controller) ensureClaim(ctx context.Context, pod *corev1.Pod, pc *corev
 	} else if err != nil && !errors.Is(err, resourceclaim.ErrClaimNotFound) {
 		return nil, err
 	}
-	// One created before the status was written (a crash in between)?
+	// One created before the status was written: by this controller a
+	// moment ago (not in the informer yet), or before a restart.
+	ck := createdKey{pod.UID, pc.Name}
+	c.mu.Lock()
+	mine := c.created[ck]
+	c.mu.Unlock()
+	if mine != nil {
+		return mine, nil
+	}
 	existing, err := c.claims.ResourceClaims(pod.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
@@ -321,6 +360,9 @@ func (c *Controller) ensureClaim(ctx context.Context, pod *corev1.Pod, pc *corev
 	if err != nil {
 		return nil, fmt.Errorf("create ResourceClaim %s: %w", generateName, err)
 	}
+	c.mu.Lock()
+	c.created[ck] = out
+	c.mu.Unlock()
 	return out, nil
 }
 
