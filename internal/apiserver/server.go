@@ -80,6 +80,9 @@ type Config struct {
 	// ReapInterval is how often objects whose graceful deletion is over
 	// are removed (default 1s).
 	ReapInterval time.Duration
+	// Encryption encrypts the values of the resources it lists at rest
+	// (--encryption-provider-config; nil: none).
+	Encryption *storage.Encryption
 	// KubeletClientTLS dials kubelets for pods/log, exec, attach,
 	// portforward and nodes/proxy (see nodeproxy.go); nil answers them 503.
 	KubeletClientTLS *tls.Config
@@ -209,7 +212,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		gvk := res.GroupVersion.WithKind(res.Kind)
 		codec := storageCodec(res, gvk)
-		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds, CallTimeout: cfg.EtcdCallTimeout})
+		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds, CallTimeout: cfg.EtcdCallTimeout, Transformer: transformerFor(cfg.Encryption, res)})
 		h := &resourceHandler{}
 		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },

@@ -5,20 +5,27 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // SecurityConfig is the API server's authentication beyond client
-// certificates and bootstrap tokens (static tokens, OIDC).
+// certificates and bootstrap tokens (static tokens, OIDC) and its
+// encryption at rest.
 type SecurityConfig struct {
 	// TokenAuthFile is upstream's --token-auth-file (CSV:
 	// token,user,uid,"group1,group2"); empty: none.
 	TokenAuthFile string
 	// OIDC, when set, authenticates the ID tokens of one issuer.
 	OIDC *authn.OIDCOptions
+	// EncryptionProviderConfig is upstream's --encryption-provider-config
+	// (an EncryptionConfiguration file); empty: <data-dir>/encryption-config.yaml,
+	// written at the first start (Secrets with aescbc and a new key).
+	EncryptionProviderConfig string
 }
 
 // newAPIServer builds the API server with the security options applied to
-// cfg: the token authenticators join cfg.Authenticator.
+// cfg: the token authenticators join cfg.Authenticator, and the
+// encryption configuration is loaded (or written, the first time).
 func newAPIServer(sec SecurityConfig, dataDir string, cfg apiserver.Config) (*apiserver.Server, error) {
 	var auths []authn.Authenticator
 	if cfg.Authenticator != nil {
@@ -41,5 +48,18 @@ func newAPIServer(sec SecurityConfig, dataDir string, cfg apiserver.Config) (*ap
 	if len(auths) > 0 {
 		cfg.Authenticator = authn.Union(auths...)
 	}
+	encPath := sec.EncryptionProviderConfig
+	if encPath == "" {
+		p, err := storage.EnsureDefaultEncryptionConfig(dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("encryption at rest: %w", err)
+		}
+		encPath = p
+	}
+	enc, err := storage.LoadEncryptionConfig(encPath)
+	if err != nil {
+		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
+	}
+	cfg.Encryption = enc
 	return apiserver.New(cfg)
 }

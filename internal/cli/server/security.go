@@ -1,10 +1,13 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/server"
+	"github.com/skiff-sh/skiff/internal/storage"
 )
 
 // SecurityFlags are the API server's authentication flags beyond client
@@ -21,6 +24,8 @@ type SecurityFlags struct {
 	OIDCGroupsPrefix   string
 	OIDCRequiredClaims map[string]string
 	OIDCSigningAlgs    []string
+
+	EncryptionProviderConfig string
 }
 
 func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
@@ -33,12 +38,18 @@ func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.OIDCGroupsClaim, "oidc-groups-claim", f.OIDCGroupsClaim, "OIDC claim holding the user's groups (a string or a list of strings); empty: none")
 	fs.StringVar(&f.OIDCGroupsPrefix, "oidc-groups-prefix", f.OIDCGroupsPrefix, "prefix of every OIDC group")
 	fs.StringToStringVar(&f.OIDCRequiredClaims, "oidc-required-claim", f.OIDCRequiredClaims, "key=value claims every OIDC token must hold with that value; repeatable")
+	fs.StringVar(&f.EncryptionProviderConfig, "encryption-provider-config", f.EncryptionProviderConfig, "EncryptionConfiguration file (apiserver.config.k8s.io/v1: aescbc, aesgcm, secretbox, identity) saying which resources are encrypted in etcd and with which keys, the first encrypting; empty: <data-dir>/encryption-config.yaml, created at the first start with a new aescbc key for Secrets")
 	fs.StringSliceVar(&f.OIDCSigningAlgs, "oidc-signing-algs", []string{"RS256"}, "JOSE signing algorithms accepted in OIDC tokens")
 }
 
 // config validates the flags.
 func (f SecurityFlags) config() (server.SecurityConfig, error) {
-	c := server.SecurityConfig{TokenAuthFile: f.TokenAuthFile}
+	c := server.SecurityConfig{TokenAuthFile: f.TokenAuthFile, EncryptionProviderConfig: f.EncryptionProviderConfig}
+	if c.EncryptionProviderConfig != "" {
+		if _, err := storage.LoadEncryptionConfig(c.EncryptionProviderConfig); err != nil {
+			return c, fmt.Errorf("--encryption-provider-config: %w", err)
+		}
+	}
 	if f.OIDCIssuerURL != "" || f.OIDCClientID != "" {
 		o := &authn.OIDCOptions{
 			IssuerURL: f.OIDCIssuerURL, ClientID: f.OIDCClientID, CAFile: f.OIDCCAFile,
