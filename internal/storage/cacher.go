@@ -299,7 +299,7 @@ func (c *Cacher) relist(ctx context.Context) error {
 	items := make(map[string]*CachedObject, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		obj := c.newFunc()
-		if err := c.decode(kv.Value, obj, kv.ModRevision); err != nil {
+		if err := c.decodeStored(string(kv.Key), kv.Value, obj, kv.ModRevision); err != nil {
 			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
 			continue
 		}
@@ -372,7 +372,7 @@ func (c *Cacher) event(logger klog.Logger, ev *clientv3.Event, prevItem *CachedO
 			return e
 		}
 		obj := c.newFunc()
-		if err := c.decode(ev.PrevKv.Value, obj, rev); err != nil {
+		if err := c.decodeStored(key, ev.PrevKv.Value, obj, rev); err != nil {
 			c.decodeFailed(logger, key, rev, err)
 			if prevItem == nil {
 				return nil
@@ -389,7 +389,7 @@ func (c *Cacher) event(logger klog.Logger, ev *clientv3.Event, prevItem *CachedO
 		return e
 	}
 	obj := c.newFunc()
-	if err := c.decode(ev.Kv.Value, obj, rev); err != nil {
+	if err := c.decodeStored(key, ev.Kv.Value, obj, rev); err != nil {
 		c.decodeFailed(logger, key, rev, err)
 		return nil
 	}

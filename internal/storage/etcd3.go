@@ -40,6 +40,8 @@ type Store struct {
 	ttl      int64
 	// callTimeout bounds each etcd request (0: only the caller's context).
 	callTimeout time.Duration
+	// transformer encrypts values at rest (encryption.go); nil: none.
+	transformer Transformer
 
 	leaseMu      sync.Mutex
 	leaseID      clientv3.LeaseID
@@ -57,11 +59,13 @@ type StoreOptions struct {
 	// a timeout (504) instead of hanging while etcd is unreachable
 	// (0: only the caller's context bounds it).
 	CallTimeout time.Duration
+	// Transformer, when set, encrypts values at rest (encryption.go).
+	Transformer Transformer
 }
 
 // NewStore returns a store for one resource's objects.
 func NewStore(client *clientv3.Client, codec Codec, newFunc func() runtime.Object, resource string, opts StoreOptions) *Store {
-	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer, ttl: opts.TTL, callTimeout: opts.CallTimeout}
+	return &Store{client: client, codec: codec, newFunc: newFunc, resource: resource, observer: opts.Observer, ttl: opts.TTL, callTimeout: opts.CallTimeout, transformer: opts.Transformer}
 }
 
 // callCtx is the context of one etcd request: the caller's, bounded by the
@@ -172,6 +176,9 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object)
 	if err != nil {
 		return err
 	}
+	if data, err = s.toStorage(key, data); err != nil {
+		return err
+	}
 	popts, err := s.putOpts(ctx)
 	if err != nil {
 		return err
@@ -221,7 +228,7 @@ func (s *Store) Get(ctx context.Context, key string, out runtime.Object) error {
 	if len(resp.Kvs) == 0 {
 		return newErr(ErrCodeKeyNotFound, key, "")
 	}
-	return s.decode(resp.Kvs[0].Value, out, resp.Kvs[0].ModRevision)
+	return s.decodeStored(key, resp.Kvs[0].Value, out, resp.Kvs[0].ModRevision)
 }
 
 func (s *Store) CurrentRevision(ctx context.Context) (int64, error) {
@@ -271,7 +278,7 @@ func (s *Store) readChecked(ctx context.Context, key string, preconditions *Prec
 	}
 	kv := resp.Kvs[0]
 	cur := s.newFunc()
-	if err := s.decode(kv.Value, cur, kv.ModRevision); err != nil {
+	if err := s.decodeStored(key, kv.Value, cur, kv.ModRevision); err != nil {
 		return nil, nil, err
 	}
 	if err := preconditions.check(key, cur); err != nil {
@@ -297,9 +304,14 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 		if err != nil {
 			return err
 		}
-		if string(data) == string(kv.Value) {
+		plain, stale, err := s.fromStorage(key, kv.Value)
+		if err == nil && !stale && string(data) == string(plain) {
 			// Nothing changed: no write, the object keeps its revision.
-			return s.decode(kv.Value, out, kv.ModRevision)
+			return s.decode(plain, out, kv.ModRevision)
+		}
+		stored, err := s.toStorage(key, data)
+		if err != nil {
+			return err
 		}
 		popts, err := s.putOpts(ctx)
 		if err != nil {
@@ -309,7 +321,7 @@ func (s *Store) GuaranteedUpdate(ctx context.Context, key string, out runtime.Ob
 		cctx, cancel := s.callCtx(ctx)
 		txn, err := s.client.Txn(cctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(key, string(data), popts...)).
+			Then(clientv3.OpPut(key, string(stored), popts...)).
 			Commit()
 		cancel()
 		s.observe("update", start)
@@ -463,7 +475,7 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 				break
 			}
 			obj := s.newFunc()
-			if err := s.decode(kv.Value, obj, kv.ModRevision); err != nil {
+			if err := s.decodeStored(string(kv.Key), kv.Value, obj, kv.ModRevision); err != nil {
 				return err
 			}
 			lastKey = string(kv.Key)
@@ -598,13 +610,13 @@ func (s *Store) convertEvent(ev *clientv3.Event) (watch.Event, error) {
 			return watch.Event{}, fmt.Errorf("delete without previous value")
 		}
 		obj := s.newFunc()
-		if err := s.decode(ev.PrevKv.Value, obj, ev.Kv.ModRevision); err != nil {
+		if err := s.decodeStored(string(ev.Kv.Key), ev.PrevKv.Value, obj, ev.Kv.ModRevision); err != nil {
 			return watch.Event{}, err
 		}
 		return watch.Event{Type: watch.Deleted, Object: obj}, nil
 	default:
 		obj := s.newFunc()
-		if err := s.decode(ev.Kv.Value, obj, ev.Kv.ModRevision); err != nil {
+		if err := s.decodeStored(string(ev.Kv.Key), ev.Kv.Value, obj, ev.Kv.ModRevision); err != nil {
 			return watch.Event{}, err
 		}
 		if ev.IsCreate() {
