@@ -49,7 +49,6 @@ func (c *agentCluster) startSecondNode(t *testing.T) *secondNode {
 		netns:    fmt.Sprintf("skiff-e2e-%d", os.Getpid()%100000),
 		vethHost: fmt.Sprintf("sk-e2e-%d", os.Getpid()%100000),
 		hostIP:   "10.99.7.1", nodeIP: "10.99.7.2",
-		done: make(chan struct{}),
 	}
 	sh := func(line string) {
 		t.Helper()
@@ -96,24 +95,37 @@ func (c *agentCluster) startSecondNode(t *testing.T) *secondNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command("nsenter", "--net=/run/netns/"+n.netns, binary(), "agent",
-		"--data-dir", dir, "--server", server, "--token", strings.TrimSpace(string(token)),
-		"--node-name", n.name, "--cgroup-root", "/skiff-"+n.name,
-		"--register-with-taints", multiNodeTaint+"=true:NoSchedule")
-	n.output = &syncBuffer{}
+	n.start(t, "--server", server, "--token", strings.TrimSpace(string(token)))
+	c.waitSecondNodeReady(t, n)
+	return n
+}
+
+// start runs the agent in its namespace with the node's flags and extra.
+func (n *secondNode) start(t *testing.T, extra ...string) {
+	t.Helper()
+	args := append([]string{"--net=/run/netns/" + n.netns, binary(), "agent",
+		"--data-dir", n.dataDir, "--node-name", n.name, "--cgroup-root", "/skiff-" + n.name,
+		"--register-with-taints", multiNodeTaint + "=true:NoSchedule"}, extra...)
+	n.cmd = exec.Command("nsenter", args...)
+	n.output, n.done = &syncBuffer{}, make(chan struct{})
 	n.cmd.Stdout, n.cmd.Stderr = n.output, n.output
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := n.done
 	go func() {
 		_ = n.cmd.Wait()
-		close(n.done)
+		close(done)
 	}()
+}
+
+func (c *agentCluster) waitSecondNodeReady(t *testing.T, n *secondNode) {
+	t.Helper()
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		node, err := c.client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
-		if err == nil && nodeReady(node) && !hasNotReadyTaint(*node) {
-			return n
+		if err == nil && nodeReady(node) && !hasNotReadyTaint(*node) && strings.Contains(n.output.String(), "Node agent ready") {
+			return
 		}
 		select {
 		case <-n.done:
@@ -181,7 +193,7 @@ func (c *agentCluster) stopSecondNode(t *testing.T, n *secondNode) {
 	for _, root := range append(matches, matches2...) {
 		removeCgroupTree(root)
 	}
-	if t.Failed() {
+	if t.Failed() && n.output != nil {
 		t.Logf("second node's output:\n%s", n.output.String())
 	}
 }
@@ -315,5 +327,31 @@ func TestMultiNode(t *testing.T) {
 		if out := kubectl(t, c.kubeconfig, "-n", ns, "exec", "web2", "--", "cat", "/www/index.html"); strings.TrimSpace(out) != "served by web2" {
 			t.Errorf("kubectl exec web2 cat = %q", out)
 		}
+	})
+
+	t.Run("an agent started with --kubeconfig gets a serving certificate", func(t *testing.T) {
+		// Restart the second agent with the kubeconfig its join wrote and
+		// without the serving certificate the join obtained: it asks for
+		// one itself, and kubectl logs reach it again.
+		_ = n2.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n2.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the agent did not stop within 30s")
+		}
+		for _, f := range []string{"kubelet.crt", "kubelet.key"} {
+			if err := os.Remove(filepath.Join(n2.dataDir, "agent", "pki", f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n2.start(t, "--kubeconfig", filepath.Join(n2.dataDir, "agent", "kubelet.kubeconfig"))
+		c.waitSecondNodeReady(t, n2)
+		if _, err := os.Stat(filepath.Join(n2.dataDir, "agent", "pki", "kubelet.crt")); err != nil {
+			t.Fatalf("no new serving certificate: %v", err)
+		}
+		waitFor(t, 30*time.Second, "kubectl logs web2 through the new certificate", func() bool {
+			out, _, err := kubectlResult(c.kubeconfig, "", "-n", ns, "logs", "web2")
+			return err == nil && strings.Contains(out, "web2 is up")
+		})
 	})
 }
