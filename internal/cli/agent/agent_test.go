@@ -30,8 +30,10 @@ func TestConfigErrors(t *testing.T) {
 	f := DefaultFlags()
 	f.NodeIP = "nope"
 	f.MaxPods = 0
+	f.CgroupRoot = "skiff-node2"
+	f.ClusterCIDR = "fd42::/48"
 	_, err := f.Config()
-	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods"} {
+	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods", "--cgroup-root", "--cluster-cidr"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
 		}
