@@ -138,6 +138,27 @@ func TestStorage(t *testing.T) {
 		}
 	})
 
+	t.Run("a ReadWriteOncePod claim serves one pod", func(t *testing.T) {
+		pv := staticPV("stor-once", "1Gi", "", corev1.PersistentVolumeReclaimRetain)
+		pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+		createPV(t, cs, pv)
+		pvc := claimOf("once", "1Gi", ptr.To(""))
+		pvc.Spec.AccessModes = pv.Spec.AccessModes
+		createPVC(t, cs, ns, pvc)
+		createPodWithClaim(t, cs, ns, "first", "once", nil)
+		waitPodCond(t, cs, ns, "first", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+		createPodWithClaim(t, cs, ns, "second", "once", nil)
+		waitPodCond(t, cs, ns, "second", func(p *corev1.Pod) bool {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse &&
+					strings.Contains(cond.Message, "PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod") {
+					return true
+				}
+			}
+			return false
+		})
+	})
+
 	t.Run("generic ephemeral volume", func(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "eph", Namespace: ns},

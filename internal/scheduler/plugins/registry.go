@@ -20,6 +20,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/schedulinggates"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/tainttoleration"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/volumebinding"
+	"github.com/skiff-sh/skiff/internal/scheduler/plugins/volumerestrictions"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins/zoneaffinity"
 )
 
@@ -46,14 +47,16 @@ func NewInTreeRegistry() framework.Registry {
 		defaultpreemption.Name:               defaultpreemption.New,
 		zoneaffinity.Name:                    zoneaffinity.New,
 		volumebinding.Name:                   volumebinding.New,
+		volumerestrictions.Name:              volumerestrictions.New,
 		dynamicresources.Name:                dynamicresources.New,
 	}
 }
 
 // DefaultProfile is upstream's default profile (kubescheduler.config.k8s.io/v1
-// MultiPoint plugins and score weights). Of the volume plugins only
-// VolumeBinding is there (VolumeRestrictions, NodeVolumeLimits and VolumeZone
-// are not built; VolumeBinding has no Score here).
+// MultiPoint plugins and score weights). Of the volume plugins
+// VolumeRestrictions (ReadWriteOncePod only) and VolumeBinding are there
+// (NodeVolumeLimits and VolumeZone are not built; VolumeBinding has no
+// Score here).
 func DefaultProfile() runtime.Profile {
 	return runtime.Profile{
 		SchedulerName: DefaultSchedulerName,
@@ -66,6 +69,7 @@ func DefaultProfile() runtime.Profile {
 			{Name: nodeaffinity.Name, Weight: 2},
 			{Name: nodeports.Name},
 			{Name: noderesources.FitName, Weight: 1},
+			{Name: volumerestrictions.Name},
 			{Name: volumebinding.Name},
 			{Name: podtopologyspread.Name, Weight: 2},
 			{Name: interpodaffinity.Name, Weight: 2},
