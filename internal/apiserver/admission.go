@@ -10,18 +10,42 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
 // newAdmission builds the admission chain: the built-in plugins, in
 // upstream's order. Webhooks and the other plugins are appended here.
 func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, error) {
-	chain, err := admission.NewChain(
+	podSecurity, err := admission.NewPodSecurity(r, nil)
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	plugins := []admission.Plugin{
 		admission.NewNamespaceLifecycle(r, c),
-		admission.NewServiceAccount(),
+		admission.NewLimitRanger(r, c),
+		admission.NewServiceAccount(r),
 		admission.NewNodeRestriction(),
 		admission.NewPriority(r),
+		podSecurity,
+		admission.NewDefaultStorageClass(r),
+		admission.StorageObjectInUseProtection{},
+		admission.NewRuntimeClass(r),
+		admission.NewDefaultIngressClass(r),
+	}
+	var authorizer authz.Authorizer
+	if rd, ok := r.(reader); ok {
+		authorizer = rd.srv.authz
+	}
+	plugins = append(plugins,
+		admission.NewCertificateApproval(authorizer),
+		admission.NewCertificateSigning(authorizer),
+		admission.CertificateSubjectRestriction{},
 	)
+	if w, ok := r.(admission.QuotaStatusWriter); ok { // the server's reader (quotastatus.go)
+		plugins = append(plugins, admission.NewResourceQuota(r, w, c))
+	}
+	chain, err := admission.NewChain(plugins...)
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
@@ -30,8 +54,14 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 
 // admit runs both admission phases for one write of this resource: obj is
 // the object to write (nil on delete), old the stored one (nil on
-// create).
+// create). Creates and updates run the phases apart, with validation
+// between them (create.go, update.go).
 func (h *resourceHandler) admit(ctx context.Context, op admission.Operation, obj, old runtime.Object, info RequestInfo, dry bool) error {
+	return h.runAdmission(ctx, h.admissionAttributes(ctx, op, obj, old, info, dry), h.srv.admission.Run)
+}
+
+// admissionAttributes describes one request to the admission chain.
+func (h *resourceHandler) admissionAttributes(ctx context.Context, op admission.Operation, obj, old runtime.Object, info RequestInfo, dry bool) *admission.Attributes {
 	a := &admission.Attributes{
 		Operation:   op,
 		Resource:    h.res.GroupVersion.WithResource(h.res.Resource),
@@ -52,5 +82,13 @@ func (h *resourceHandler) admit(ctx context.Context, op admission.Operation, obj
 	if u, ok := authn.UserFrom(ctx); ok {
 		a.User = u
 	}
-	return h.srv.admission.Run(ctx, a)
+	return a
+}
+
+// runAdmission runs one phase of the chain and sends the warnings the
+// plugins gave (PodSecurity's) as Warning headers, refused or not.
+func (h *resourceHandler) runAdmission(ctx context.Context, a *admission.Attributes, phase func(context.Context, *admission.Attributes) error) error {
+	err := phase(ctx, a)
+	setWarnings(ctx, a.TakeWarnings())
+	return err
 }

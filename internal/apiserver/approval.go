@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/certificates"
 )
 
@@ -35,6 +36,10 @@ func serveCSRApproval(ctx context.Context, h *resourceHandler, w http.ResponseWr
 			certificates.PrepareForApprovalUpdate(next, old)
 			if errs := certificates.ValidateApprovalUpdate(next, old); len(errs) > 0 {
 				return nil, h.invalid(old.Name, errs)
+			}
+			dry, _ := dryRun(r)
+			if err := h.admit(ctx, admission.Update, next, old, info, dry); err != nil {
+				return nil, err // CertificateApproval: may the user approve for this signer?
 			}
 			return next, nil
 		})

@@ -2,7 +2,8 @@
 // upstream's resource-quota controller does: status.hard mirrors
 // spec.hard, and status.used is recounted from the objects in the quota's
 // namespace (internal/quota measures them) whenever the quota changes,
-// when a pod, service or claim there is added, changed or deleted, and
+// when a pod, service or claim there changes what it charges or is
+// deleted, and
 // every ResyncPeriod (which also catches objects counted only by
 // count/<resource>, read through the metadata client). The ResourceQuota
 // admission plugin charges new objects to status.used as they are
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +61,9 @@ type Controller struct {
 	synced   []cache.InformerSynced
 
 	queue *worker.Queue[string]
+	// count is how many objects of a resource a namespace holds (the
+	// metadata client; tests replace it).
+	count func(ctx context.Context, gr schema.GroupResource, ns string) (int64, error)
 
 	mapperMu sync.Mutex
 }
@@ -92,18 +97,21 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 			core.Services().Informer().HasSynced, core.PersistentVolumeClaims().Informer().HasSynced,
 		},
 	}
+	c.count = c.countByMetadata
 	c.queue = worker.NewQueue("resourcequota_primary", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
 	if _, err := core.ResourceQuotas().Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueQuota,
-		UpdateFunc: func(_, obj any) { c.enqueueQuota(obj) },
+		UpdateFunc: c.quotaUpdated,
 	}, resync); err != nil {
 		return nil, fmt.Errorf("resourcequota: quotas handler: %w", err)
 	}
 	for name, inf := range map[string]cache.SharedIndexInformer{
 		"pods": core.Pods().Informer(), "services": core.Services().Informer(), "persistentvolumeclaims": core.PersistentVolumeClaims().Informer(),
 	} {
+		// Not on add: admission charged the new object already, and a
+		// recount from an informer that has not seen it yet would undo the
+		// charge (upstream replenishes on updates and deletes only).
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueueNamespaceOf,
 			UpdateFunc: c.objectUpdated,
 			DeleteFunc: c.enqueueNamespaceOf,
 		}); err != nil {
@@ -121,6 +129,22 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) enqueueQuota(obj any) {
 	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 		c.queue.Add(key)
+	}
+}
+
+// quotaUpdated enqueues a quota whose spec.hard changed, or on the
+// periodic resync (old and new the same version), not on status writes:
+// those are admission's charges and this controller's own, and a recount
+// from informers that have not yet seen a just-charged object would undo
+// its charge (upstream watches quotas the same way).
+func (c *Controller) quotaUpdated(old, obj any) {
+	o, ok1 := old.(*corev1.ResourceQuota)
+	n, ok2 := obj.(*corev1.ResourceQuota)
+	if !ok1 || !ok2 {
+		return
+	}
+	if o.ResourceVersion == n.ResourceVersion || !quota.Equals(o.Spec.Hard, n.Spec.Hard) || !quota.Equals(n.Spec.Hard, n.Status.Hard) {
+		c.enqueueQuota(obj)
 	}
 }
 
@@ -143,23 +167,29 @@ func (c *Controller) enqueueNamespaceOf(obj any) {
 }
 
 // objectUpdated enqueues the namespace's quotas when what obj charges may
-// have changed (a pod ended or is ending, a claim grew, a service changed
-// type), not on every status write.
+// have changed (a pod ended or is ending, a claim's request or class, a
+// service's type or ports), not on every status write.
 func (c *Controller) objectUpdated(old, obj any) {
 	now := c.clock.Now()
+	changed := true
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		p, ok := old.(*corev1.Pod)
-		if ok && quota.PodCharged(p, now) == quota.PodCharged(o, now) && quota.IsTerminating(p) == quota.IsTerminating(o) &&
-			(p.DeletionTimestamp == nil) == (o.DeletionTimestamp == nil) && p.Generation == o.Generation {
-			return
+		if p, ok := old.(*corev1.Pod); ok {
+			changed = quota.PodCharged(p, now) != quota.PodCharged(o, now) || quota.IsTerminating(p) != quota.IsTerminating(o) ||
+				(p.DeletionTimestamp == nil) != (o.DeletionTimestamp == nil) || p.Generation != o.Generation
 		}
 	case *corev1.Service:
-		if s, ok := old.(*corev1.Service); ok && s.ResourceVersion == o.ResourceVersion {
-			return
+		if s, ok := old.(*corev1.Service); ok {
+			changed = !equality.Semantic.DeepEqual(s.Spec, o.Spec)
+		}
+	case *corev1.PersistentVolumeClaim:
+		if p, ok := old.(*corev1.PersistentVolumeClaim); ok {
+			changed = !equality.Semantic.DeepEqual(p.Spec, o.Spec) || !equality.Semantic.DeepEqual(p.Status.AllocatedResources, o.Status.AllocatedResources)
 		}
 	}
-	c.enqueueNamespaceOf(obj)
+	if changed {
+		c.enqueueNamespaceOf(obj)
+	}
 }
 
 // Sync recounts the quota named by key and writes its status if it
@@ -277,9 +307,9 @@ func (c *Controller) list(gr schema.GroupResource, ns string) ([]runtime.Object,
 	return nil, nil
 }
 
-// count is the number of gr's objects in ns, read through the metadata
-// client (the resource's preferred version, from discovery).
-func (c *Controller) count(ctx context.Context, gr schema.GroupResource, ns string) (int64, error) {
+// countByMetadata is the number of gr's objects in ns, read through the
+// metadata client (the resource's preferred version, from discovery).
+func (c *Controller) countByMetadata(ctx context.Context, gr schema.GroupResource, ns string) (int64, error) {
 	gvr, err := c.resolve(gr)
 	if err != nil {
 		return 0, nil // a resource the server does not serve counts nothing
