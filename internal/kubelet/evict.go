@@ -29,6 +29,9 @@ const (
 type evictRequest struct {
 	grace   time.Duration
 	message string
+	// noCondition: no DisruptionTarget condition (local storage limit
+	// evictions, as upstream).
+	noCondition bool
 }
 
 // evictionLoop is the eviction manager: every EvictionInterval it
@@ -74,6 +77,9 @@ func (k *Kubelet) synchronizeEviction(ctx context.Context) (types.UID, bool) {
 		logger.Info("Eviction manager: node pressure changed", "conditions", d.Conditions)
 		k.kickStatus()
 	}
+	if uid, ok := k.localStorageEviction(ctx); ok {
+		return uid, true
+	}
 	t, ok := d.Reclaim()
 	if !ok {
 		return "", false
@@ -114,7 +120,7 @@ func (k *Kubelet) synchronizeEviction(ctx context.Context) (types.UID, bool) {
 			}
 		}
 		msg := eviction.Message(t, obs, c)
-		k.evictPod(ctx, c.Pod, grace, msg)
+		k.evictPod(ctx, c.Pod, &evictRequest{grace: grace, message: msg})
 		k.metrics.IncEviction(string(t.Signal))
 		return c.Pod.UID, true
 	}
@@ -141,14 +147,35 @@ func (k *Kubelet) evictionCandidates(stats map[types.UID]*eviction.PodStats) []e
 }
 
 // evictPod hands the eviction to the pod's worker, with upstream's event.
-func (k *Kubelet) evictPod(ctx context.Context, pod *corev1.Pod, grace time.Duration, message string) {
-	klog.FromContext(ctx).Info("Eviction manager: evicting pod", "pod", klog.KObj(pod), "grace", grace, "message", message)
-	k.recorder.Event(pod, corev1.EventTypeWarning, eviction.Reason, message)
+func (k *Kubelet) evictPod(ctx context.Context, pod *corev1.Pod, ev *evictRequest) {
+	klog.FromContext(ctx).Info("Eviction manager: evicting pod", "pod", klog.KObj(pod), "grace", ev.grace, "message", ev.message)
+	k.recorder.Event(pod, corev1.EventTypeWarning, eviction.Reason, ev.message)
 	ps := k.podSyncState(pod.UID)
 	k.mu.Lock()
-	ps.evict = &evictRequest{grace: grace, message: message}
+	ps.evict = ev
 	k.mu.Unlock()
 	k.wakePod(pod.UID)
+}
+
+// localStorageEviction evicts, at once, a pod whose disk usage breaks one
+// of its own limits (an emptyDir sizeLimit, ephemeral-storage limits), as
+// upstream does before looking at the node's thresholds.
+func (k *Kubelet) localStorageEviction(ctx context.Context) (types.UID, bool) {
+	for _, c := range k.evictionCandidates(nil) {
+		if !eviction.HasLocalStorageLimits(c.Pod) || eviction.IsCritical(c.Pod) {
+			continue
+		}
+		u, err := k.stats.LocalStorage(ctx, c.Pod)
+		if err != nil || u == nil {
+			continue
+		}
+		if msg, signal, ok := eviction.LocalStorageViolation(c.Pod, *u); ok {
+			k.evictPod(ctx, c.Pod, &evictRequest{grace: hardEvictionGrace, message: msg, noCondition: true})
+			k.metrics.IncEviction(signal)
+			return c.Pod.UID, true
+		}
+	}
+	return "", false
 }
 
 // waitEvicted waits until the evicted pod's containers are stopped (its
@@ -205,6 +232,9 @@ func applyEviction(pod *corev1.Pod, s *corev1.PodStatus, ev *evictRequest, now t
 	s.Phase = corev1.PodFailed
 	s.Reason = eviction.Reason
 	s.Message = ev.message
+	if ev.noCondition {
+		return
+	}
 	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, ObservedGeneration: pod.Generation,
 		Reason: corev1.PodReasonTerminationByKubelet, Message: ev.message, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
 	for i := range s.Conditions {

@@ -24,6 +24,7 @@ type fakeStats struct {
 	mu      sync.Mutex
 	observe func() eviction.Observations
 	pods    map[types.UID]*eviction.PodStats
+	local   map[types.UID]*eviction.LocalUsage
 }
 
 func (f *fakeStats) Observe(context.Context) (eviction.Observations, error) {
@@ -45,6 +46,21 @@ func (f *fakeStats) PodStats(context.Context, bool) (map[types.UID]*eviction.Pod
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pods, nil
+}
+
+func (f *fakeStats) LocalStorage(_ context.Context, pod *corev1.Pod) (*eviction.LocalUsage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.local[pod.UID], nil
+}
+
+func (f *fakeStats) setLocal(uid types.UID, u *eviction.LocalUsage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.local == nil {
+		f.local = map[types.UID]*eviction.LocalUsage{}
+	}
+	f.local[uid] = u
 }
 
 func (f *fakeStats) set(observe func() eviction.Observations, pods map[types.UID]*eviction.PodStats) {
@@ -397,5 +413,51 @@ func TestPodStartMetrics(t *testing.T) {
 	metrics.mu.Unlock()
 	if create != 1 {
 		t.Errorf("create syncs %d, want 1", create)
+	}
+}
+
+// TestEvictionForEmptyDirSizeLimit: a pod whose emptyDir outgrows its
+// sizeLimit is evicted at once with upstream's message, without a
+// DisruptionTarget condition; a pod within its limits stays.
+func TestEvictionForEmptyDirSizeLimit(t *testing.T) {
+	stats := &fakeStats{}
+	metrics := newCountingMetrics()
+	h := newHarness(t, func(o *Options) {
+		o.Stats = stats
+		o.Metrics = metrics
+		o.EvictionInterval = 20 * time.Millisecond
+	})
+	size := resource.MustParse("10Mi")
+	mk := func(name string) *corev1.Pod {
+		p := bound(name, corev1.RestartPolicyAlways)
+		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
+		return p
+	}
+	filler, tidy := mk("filler"), mk("tidy")
+	for _, p := range []*corev1.Pod{filler, tidy} {
+		if _, err := h.client.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.waitPod("filler", "ran", running)
+	h.waitPod("tidy", "ran", running)
+	stats.setLocal(tidy.UID, &eviction.LocalUsage{Volumes: map[string]int64{"scratch": 9 * mib}, Total: 9 * mib})
+	stats.setLocal(filler.UID, &eviction.LocalUsage{Volumes: map[string]int64{"scratch": 11 * mib}, Total: 11 * mib})
+	p := h.waitPod("filler", "evicted", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if want := `Usage of EmptyDir volume "scratch" exceeds the limit "10Mi". `; p.Status.Reason != "Evicted" || p.Status.Message != want {
+		t.Errorf("status %q %q, want Evicted %q", p.Status.Reason, p.Status.Message, want)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			t.Errorf("DisruptionTarget condition on a local storage eviction: %+v", c)
+		}
+	}
+	h.waitEvent("Evicted", "filler")
+	if p := h.waitPod("tidy", "still running", running); p.Status.Reason != "" {
+		t.Errorf("tidy pod reason %q", p.Status.Reason)
+	}
+	_, _, evictions, _ := metrics.snapshot()
+	if diff := cmp.Diff(map[string]int{"emptydirfs.limit": 1}, evictions); diff != "" {
+		t.Errorf("evictions (-want +got):\n%s", diff)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -28,6 +29,9 @@ type StatsProvider interface {
 	// disk use too (a walk of their directories, done only under disk
 	// pressure).
 	PodStats(ctx context.Context, disk bool) (map[types.UID]*eviction.PodStats, error)
+	// LocalStorage returns what the pod uses of the node's disk, for its
+	// emptyDir sizeLimits and ephemeral-storage limits.
+	LocalStorage(ctx context.Context, pod *corev1.Pod) (*eviction.LocalUsage, error)
 }
 
 // hostStats is the StatsProvider of a real node.
@@ -154,6 +158,35 @@ func (h *hostStats) PodStats(ctx context.Context, disk bool) (map[types.UID]*evi
 		}
 	}
 	return out, nil
+}
+
+// LocalStorage measures the pod's disk-backed emptyDir volumes, each
+// container's writable layer and logs, and the pod's directory in all.
+func (h *hostStats) LocalStorage(ctx context.Context, pod *corev1.Pod) (*eviction.LocalUsage, error) {
+	u := &eviction.LocalUsage{Volumes: map[string]int64{}, Containers: map[string]int64{}}
+	podDir := filepath.Join(h.root, "pods", string(pod.UID))
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory {
+			u.Volumes[v.Name], _ = dirUsage(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", v.Name))
+		}
+	}
+	stats, err := h.runtime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{labelPodUID: string(pod.UID)}})
+	if err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(h.podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	for _, cs := range stats {
+		name := cs.GetAttributes().GetLabels()[labelContainerName]
+		if _, seen := u.Containers[name]; seen || name == "" {
+			continue
+		}
+		logs, _ := dirUsage(filepath.Join(logDir, name))
+		u.Containers[name] = int64(cs.GetWritableLayer().GetUsedBytes().GetValue()) + logs
+		u.Total += u.Containers[name]
+	}
+	own, _ := dirUsage(podDir)
+	u.Total += own
+	return u, nil
 }
 
 // podProcesses reads pids.current of the pod's cgroup (v1 pids

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,9 @@ type podWorker struct {
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+	// updated: the pod's spec, labels or deletion changed since the last
+	// sync (kubelet_pod_worker_duration_seconds counts it as an update).
+	updated atomic.Bool
 }
 
 func (w *podWorker) poke() {
@@ -43,7 +47,11 @@ func (k *Kubelet) podChanged(ctx context.Context, obj any) {
 		// config source, it does not trigger a sync.
 		return
 	}
-	k.ensureWorker(ctx, pod.UID).poke()
+	w := k.ensureWorker(ctx, pod.UID)
+	if old != nil {
+		w.updated.Store(true)
+	}
+	w.poke()
 }
 
 // differsForKubelet reports whether a pod changed in what the kubelet acts
@@ -107,9 +115,15 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 		case <-w.wake:
 		case <-timer:
 		}
+		// Upstream's operation types: create (first sync), kill (the pod
+		// is gone or being deleted), update (its spec changed), sync.
 		op := "sync"
-		if first {
+		if pod := k.apiPod(w.uid); first {
 			op, first = "create", false
+		} else if pod == nil || pod.DeletionTimestamp != nil {
+			op = "kill"
+		} else if w.updated.Swap(false) {
+			op = "update"
 		}
 		start := k.clock.Now()
 		next, finished := k.syncPod(ctx, w.uid)
