@@ -50,6 +50,8 @@ type customResources struct {
 	mu     sync.Mutex
 	served map[string]*servedCRD // by CRD name
 	ctx    context.Context       // the cachers' lifetime, set by Start
+	// synced is closed once the CRDs stored at start are served.
+	synced chan struct{}
 }
 
 // servedCRD is what is served for one CRD.
@@ -68,7 +70,7 @@ var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefi
 
 func newCustomResources(srv *Server) *customResources {
 	c := &customResources{
-		srv: srv, crds: srv.handlers[crdGVR], served: map[string]*servedCRD{},
+		srv: srv, crds: srv.handlers[crdGVR], served: map[string]*servedCRD{}, synced: make(chan struct{}),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
 	empty := map[schema.GroupVersionResource]*resourceHandler{}
@@ -102,6 +104,7 @@ func (c *customResources) Start(ctx context.Context) error {
 	c.ctx = ctx
 	c.mu.Unlock()
 	defer c.queue.ShutDown()
+	c.initialSync(ctx)
 	go c.watch(ctx)
 	go func() {
 		for c.next(ctx) {
@@ -115,6 +118,32 @@ func (c *customResources) Start(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// initialSync serves the CRDs stored at start before the server reports
+// ready (upstream's crd-informer-synced), so clients find their resources
+// at once after a restart. A CRD that fails here is retried by the loop.
+func (c *customResources) initialSync(ctx context.Context) {
+	defer close(c.synced)
+	all := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.crds.store.List(ctx, c.crds.prefix(), storage.ListOptions{ResourceVersion: "0"}, all); err != nil {
+		return
+	}
+	for _, crd := range all.Items {
+		if _, err := c.sync(ctx, crd.Name); err != nil {
+			klog.FromContext(ctx).Error(err, "sync CustomResourceDefinition at start", "name", crd.Name)
+		}
+	}
+}
+
+// checkSynced is the readiness check: the stored CRDs are served.
+func (c *customResources) checkSynced(context.Context) error {
+	select {
+	case <-c.synced:
+		return nil
+	default:
+		return errors.New("CustomResourceDefinitions not yet served")
+	}
 }
 
 // watch queues the name of every CRD that changes, re-watching when the

@@ -236,7 +236,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.health = health.New(health.Options{
 		Livez:  []health.Check{{Name: "etcd", Fn: s.checkEtcd}},
-		Readyz: []health.Check{{Name: "etcd-readiness", Fn: s.checkEtcd}, {Name: "informer-sync", Fn: s.checkCaches}},
+		Readyz: []health.Check{{Name: "etcd-readiness", Fn: s.checkEtcd}, {Name: "informer-sync", Fn: s.checkCaches},
+			{Name: "poststarthook/crd-informer-synced", Fn: s.custom.checkSynced}},
 	})
 	s.handler = s.buildChain()
 	return s, nil
