@@ -3,14 +3,17 @@
 // Validator (it may only refuse), or both. The chain runs every Mutator in
 // upstream's plugin order, then every Validator in the same order
 // (k8s.io/kubernetes pkg/kubeapiserver/options/plugins.go AllOrderedPlugins);
-// the generic REST handler calls both phases once the strategy has
-// prepared and validated the object, and before it is written.
+// the generic REST handler runs the mutating phase after the strategy's
+// defaults and the validating phase after the strategy's validation, as
+// upstream does, and both before the object is written.
 //
-// Plugins built in: NamespaceLifecycle, ServiceAccount, NodeRestriction,
-// Priority. Adding
-// one (a webhook, LimitRanger, ResourceQuota ...) is: implement Mutator
-// and/or Validator, add its name to Order if upstream orders it, and pass
-// it to NewChain in internal/apiserver's wiring.
+// Plugins built in: NamespaceLifecycle, LimitRanger, ServiceAccount,
+// NodeRestriction, Priority, PodSecurity, DefaultStorageClass,
+// StorageObjectInUseProtection, RuntimeClass, CertificateApproval,
+// CertificateSigning, CertificateSubjectRestriction, DefaultIngressClass,
+// ResourceQuota. Adding one (a webhook ...) is: implement Mutator and/or
+// Validator, add its name to Order if upstream orders it, and pass it to
+// NewChain in internal/apiserver's wiring (admission.go).
 package admission
 
 import (
