@@ -109,4 +109,3 @@ func addFinalizer(fs []string, f string) []string {
 	}
 	return append(fs, f)
 }
-
