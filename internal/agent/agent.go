@@ -64,9 +64,10 @@ type Config struct {
 	DisableServiceProxy bool
 	// ReadyTimeout bounds each start step (default 2 min).
 	ReadyTimeout time.Duration
-	// ClusterCIDR is the whole pod network (default 10.42.0.0/16): the
-	// pod routes masquerade what leaves it, the proxy what enters it.
-	ClusterCIDR netip.Prefix
+	// ClusterCIDR is the whole pod network, an IPv4 CIDR (default
+	// 10.42.0.0/16): the pod routes masquerade what leaves it, the proxy
+	// what enters it.
+	ClusterCIDR string
 	// KubeletAPI serves the kubelet API (logs, exec, port-forward, metrics)
 	// on Kubelet.Port and rotates container logs; nil Certificate leaves
 	// both out. See internal/kubelet/server.
@@ -136,8 +137,13 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(filepath.Join(a.cfg.DataDir, "agent"), 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if !a.cfg.ClusterCIDR.IsValid() {
-		a.cfg.ClusterCIDR = routes.DefaultClusterCIDR
+	clusterCIDR := routes.DefaultClusterCIDR
+	if a.cfg.ClusterCIDR != "" {
+		p, err := netip.ParsePrefix(a.cfg.ClusterCIDR)
+		if err != nil || !p.Addr().Is4() {
+			return fmt.Errorf("agent: cluster CIDR %q is not an IPv4 CIDR", a.cfg.ClusterCIDR)
+		}
+		clusterCIDR = p.Masked()
 	}
 	// The node's InternalIP is settled before the join, so that the
 	// kubelet serving certificate names the address the API server dials.
@@ -248,7 +254,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	handles = append(handles, kh)
 	// Routes to the other nodes' pods, before the proxy sends traffic there.
-	rh, err := lifecycle.Launch(ctx, "routes", routes.New(client, kopts.NodeName, routes.Options{ClusterCIDR: a.cfg.ClusterCIDR}), a.cfg.ReadyTimeout)
+	rh, err := lifecycle.Launch(ctx, "routes", routes.New(client, kopts.NodeName, routes.Options{ClusterCIDR: clusterCIDR}), a.cfg.ReadyTimeout)
 	if err != nil {
 		return err
 	}
@@ -331,7 +337,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	if !a.cfg.DisableServiceProxy {
 		// The service proxy and NetworkPolicy for this node (internal/proxy/node).
-		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName, Proxy: proxy.Options{ClusterCIDR: a.cfg.ClusterCIDR}})
+		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName, Proxy: proxy.Options{ClusterCIDR: clusterCIDR}})
 		if err != nil {
 			return fmt.Errorf("agent: proxy: %w", err)
 		}

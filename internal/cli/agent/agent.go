@@ -225,7 +225,7 @@ func (f Flags) Config() (agent.Config, error) {
 		Join:                     join,
 		ContainerRuntimeEndpoint: f.ContainerRuntimeEndpoint,
 		CNIConfDir:               f.CNIConfDir,
-		ClusterCIDR:              clusterCIDR.Masked(),
+		ClusterCIDR:              clusterCIDR.Masked().String(),
 		Kubelet: kubelet.Options{
 			Eviction:           evictionGC.Eviction,
 			GC:                 evictionGC.GC,

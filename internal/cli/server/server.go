@@ -325,8 +325,9 @@ func (f Flags) Config() (server.Config, error) {
 		DisableAgent:   f.DisableAgent,
 		Services:       server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
 		Agent: agent.Config{
-			Kubelet:    kubeletOpts,
-			KubeletAPI: agent.KubeletAPIConfig{Rotation: rotation},
+			ClusterCIDR: clusterCIDR.String(), // the pod routes masquerade what leaves it
+			Kubelet:     kubeletOpts,
+			KubeletAPI:  agent.KubeletAPIConfig{Rotation: rotation},
 		},
 		Controllers: selection,
 		ControllerOptions: &manager.Options{

@@ -34,7 +34,8 @@ func TestDefaultsAreValid(t *testing.T) {
 				}
 				return o
 			}(),
-			KubeletAPI: agent.KubeletAPIConfig{Rotation: kubeletserver.RotatorOptions{MaxSize: 10 << 20, MaxFiles: 5}},
+			KubeletAPI:  agent.KubeletAPIConfig{Rotation: kubeletserver.RotatorOptions{MaxSize: 10 << 20, MaxFiles: 5}},
+			ClusterCIDR: "10.42.0.0/16",
 		},
 		ControllerOptions: &manager.Options{
 			Controllers: manager.Selection{"*"},
