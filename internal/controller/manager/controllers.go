@@ -14,15 +14,19 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
-	"github.com/skiff-sh/skiff/internal/controller/podautoscaler"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
+	"github.com/skiff-sh/skiff/internal/controller/podautoscaler"
 	"github.com/skiff-sh/skiff/internal/controller/podgc"
+	"github.com/skiff-sh/skiff/internal/controller/pvcprotection"
+	"github.com/skiff-sh/skiff/internal/controller/pvprotection"
 	"github.com/skiff-sh/skiff/internal/controller/replicaset"
 	"github.com/skiff-sh/skiff/internal/controller/resourceclaim"
+	"github.com/skiff-sh/skiff/internal/controller/resourcequota"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
 	"github.com/skiff-sh/skiff/internal/controller/statefulset"
+	"github.com/skiff-sh/skiff/internal/controller/storageversionmigrator"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 	"github.com/skiff-sh/skiff/internal/controller/volume/ephemeral"
 	"github.com/skiff-sh/skiff/internal/controller/volume/persistentvolume"
@@ -33,31 +37,35 @@ import (
 // new controller is added: one line each.
 func Controllers() map[string]controllercontext.InitFunc {
 	return map[string]controllercontext.InitFunc{
-		"clusterrole-aggregation": clusterroleaggregation.New,
-		"cronjob":                 cronjob.New,
-		"csrapproving":            csrapproving.New,
-		"csrsigning":              csrsigning.New,
-		"daemonset":               daemonset.New,
-		"deployment":              deployment.New,
-		"disruption":              disruption.New,
-		"endpoints":               endpoints.New,
-		"endpointslice":           endpointslice.New,
-		ephemeral.Name:            ephemeral.New,
-		"garbagecollector":        garbagecollector.New,
-		podautoscaler.Name:        podautoscaler.New,
-		"job":                     job.New,
-		"namespace":               namespace.New,
-		"node-ipam-controller":    nodeipam.New,
-		"nodelifecycle":           nodelifecycle.New,
-		persistentvolume.Name:     persistentvolume.New,
-		"podgc":                   podgc.New,
-		"replicaset":              replicaset.New,
-		"replicationcontroller":   replicaset.NewForReplicationControllers,
-		resourceclaim.Name:        resourceclaim.New,
-		"root-ca-cert-publisher":  rootcacert.New,
-		"serviceaccount":          serviceaccount.New,
-		"statefulset":             statefulset.New,
-		"ttl-after-finished":      ttlafterfinished.New,
+		"clusterrole-aggregation":   clusterroleaggregation.New,
+		"cronjob":                   cronjob.New,
+		"csrapproving":              csrapproving.New,
+		"csrsigning":                csrsigning.New,
+		"daemonset":                 daemonset.New,
+		"deployment":                deployment.New,
+		"disruption":                disruption.New,
+		"endpoints":                 endpoints.New,
+		"endpointslice":             endpointslice.New,
+		ephemeral.Name:              ephemeral.New,
+		"garbagecollector":          garbagecollector.New,
+		podautoscaler.Name:          podautoscaler.New,
+		"job":                       job.New,
+		"namespace":                 namespace.New,
+		"node-ipam-controller":      nodeipam.New,
+		"nodelifecycle":             nodelifecycle.New,
+		persistentvolume.Name:       persistentvolume.New,
+		"podgc":                     podgc.New,
+		pvcprotection.Name:          pvcprotection.New,
+		pvprotection.Name:           pvprotection.New,
+		"replicaset":                replicaset.New,
+		"replicationcontroller":     replicaset.NewForReplicationControllers,
+		resourceclaim.Name:          resourceclaim.New,
+		resourcequota.Name:          resourcequota.New,
+		"root-ca-cert-publisher":    rootcacert.New,
+		"serviceaccount":            serviceaccount.New,
+		"statefulset":               statefulset.New,
+		storageversionmigrator.Name: storageversionmigrator.New,
+		"ttl-after-finished":        ttlafterfinished.New,
 	}
 }
 
