@@ -111,13 +111,23 @@ func (h *resourceHandler) createObject(ctx context.Context, r *http.Request, inf
 		}
 		m, _ = meta.Accessor(obj)
 	}
+	// Upstream's order: defaults, mutating admission, the strategy's
+	// rules, validation, validating admission. PrepareForCreate is both
+	// the defaults and the rules here, so it runs again (it is idempotent)
+	// once admission has changed the object: a pod's QoS class follows the
+	// resources LimitRanger set.
+	h.res.Strategy.PrepareForCreate(ctx, obj)
+	a := h.admissionAttributes(ctx, admission.Create, obj, nil, info, dry)
+	if err := h.runAdmission(ctx, a, h.srv.admission.Admit); err != nil {
+		return nil, err
+	}
 	h.res.Strategy.PrepareForCreate(ctx, obj)
 	errs := h.validateMeta(obj)
 	errs = append(errs, h.res.Strategy.Validate(ctx, obj)...)
 	if len(errs) > 0 {
 		return nil, h.invalid(m.GetName(), errs)
 	}
-	if err := h.admit(ctx, admission.Create, obj, nil, info, dry); err != nil {
+	if err := h.runAdmission(ctx, a, h.srv.admission.Validate); err != nil {
 		return nil, err
 	}
 	var undo func()

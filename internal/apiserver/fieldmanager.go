@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
-
-	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 )
 
 // applyPatchType is server-side apply's content type.
@@ -152,13 +150,7 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 		if err != nil {
 			return nil, err
 		}
-		if err := h.prepareUpdate(ctx, next, cur, mode); err != nil {
-			return nil, err
-		}
-		if err := h.admit(ctx, admission.Update, next, cur, info, dry); err != nil {
-			return nil, err
-		}
-		return next, nil
+		return h.admitUpdate(ctx, info, next, cur, mode, dry, nil)
 	})
 	if !apierrors.IsNotFound(err) || info.Subresource != "" {
 		return obj, http.StatusOK, err

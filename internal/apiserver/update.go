@@ -24,9 +24,50 @@ const (
 	modeStatus
 )
 
-// prepareUpdate carries the system fields from cur into next and runs the
-// strategy's update rules and validation.
+// prepareUpdate carries the system fields from cur into next, runs the
+// strategy's update rules and validation (no admission: the scale
+// subresource's path).
 func (h *resourceHandler) prepareUpdate(ctx context.Context, next, cur runtime.Object, mode updateMode) error {
+	if err := h.prepareUpdateFields(ctx, next, cur, mode); err != nil {
+		return err
+	}
+	return h.validateUpdate(ctx, next, cur, mode)
+}
+
+// admitUpdate is an update's path from the transformed object to the one
+// written, in upstream's order: the strategy's update rules (the
+// defaults), managedFields (track), mutating admission, the rules again
+// (idempotent: a spec changed by admission bumps the generation),
+// validation, validating admission.
+func (h *resourceHandler) admitUpdate(ctx context.Context, info RequestInfo, next, cur runtime.Object, mode updateMode, dry bool, track func(runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	if err := h.prepareUpdateFields(ctx, next, cur, mode); err != nil {
+		return nil, err
+	}
+	if track != nil {
+		var err error
+		if next, err = track(next); err != nil {
+			return nil, err
+		}
+	}
+	a := h.admissionAttributes(ctx, admission.Update, next, cur, info, dry)
+	if err := h.runAdmission(ctx, a, h.srv.admission.Admit); err != nil {
+		return nil, err
+	}
+	if err := h.prepareUpdateFields(ctx, next, cur, mode); err != nil {
+		return nil, err
+	}
+	if err := h.validateUpdate(ctx, next, cur, mode); err != nil {
+		return nil, err
+	}
+	if err := h.runAdmission(ctx, a, h.srv.admission.Validate); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// prepareUpdateFields carries the system fields from cur into next and
+// runs the strategy's update rules.
+func (h *resourceHandler) prepareUpdateFields(ctx context.Context, next, cur runtime.Object, mode updateMode) error {
 	nm, err := meta.Accessor(next)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
@@ -45,14 +86,28 @@ func (h *resourceHandler) prepareUpdate(ctx context.Context, next, cur runtime.O
 	if !h.res.Namespaced {
 		nm.SetNamespace("")
 	}
+	if mode == modeStatus {
+		h.res.Strategy.PrepareForStatusUpdate(ctx, next, cur)
+	} else {
+		h.res.Strategy.PrepareForUpdate(ctx, next, cur)
+	}
+	return nil
+}
+
+// validateUpdate runs the metadata and the strategy's validation of an
+// update.
+func (h *resourceHandler) validateUpdate(ctx context.Context, next, cur runtime.Object, mode updateMode) error {
+	nm, err := meta.Accessor(next)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	cm, _ := meta.Accessor(cur)
 	var errs field.ErrorList
 	switch mode {
 	case modeStatus:
-		h.res.Strategy.PrepareForStatusUpdate(ctx, next, cur)
 		errs = apivalidation.ValidateObjectMetaAccessorUpdate(nm, cm, field.NewPath("metadata"))
 		errs = append(errs, h.res.Strategy.ValidateStatusUpdate(ctx, next, cur)...)
 	default:
-		h.res.Strategy.PrepareForUpdate(ctx, next, cur)
 		errs = h.validateMeta(next)
 		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(nm, cm, field.NewPath("metadata"))...)
 		errs = append(errs, h.res.Strategy.ValidateUpdate(ctx, next, cur)...)
@@ -212,18 +267,11 @@ func (h *resourceHandler) finalize(want, cur runtime.Object) (runtime.Object, er
 }
 
 // finishUpdate runs the last steps every PUT and PATCH shares: the
-// strategy's update rules and validation, managedFields, admission.
+// strategy's update rules, managedFields, admission and validation
+// (admitUpdate).
 func (h *resourceHandler) finishUpdate(ctx context.Context, r *http.Request, info RequestInfo, next, cur runtime.Object) (runtime.Object, error) {
-	if err := h.prepareUpdate(ctx, next, cur, h.modeFor(info.Subresource)); err != nil {
-		return nil, err
-	}
-	next, err := h.trackUpdate(r, info.Subresource, cur, next)
-	if err != nil {
-		return nil, err
-	}
 	dry, _ := dryRun(r)
-	if err := h.admit(ctx, admission.Update, next, cur, info, dry); err != nil {
-		return nil, err
-	}
-	return next, nil
+	return h.admitUpdate(ctx, info, next, cur, h.modeFor(info.Subresource), dry, func(next runtime.Object) (runtime.Object, error) {
+		return h.trackUpdate(r, info.Subresource, cur, next)
+	})
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -254,6 +255,7 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 	}
 	k.volumes = volume.NewManager(opts.RootDir, k)
 	k.volumes.Allocatable = k.allocatable
+	k.volumes.Tokens = volume.NewTokens(k, opts.Clock)
 	k.probes = newProbeManager(k)
 	return k
 }
@@ -467,6 +469,12 @@ func (k *Kubelet) ConfigMap(ctx context.Context, namespace, name string) (*corev
 // Secret reads a Secret (volume.Getter).
 func (k *Kubelet) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	return k.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// RequestToken asks for a service-account token as this node
+// (volume.TokenRequester).
+func (k *Kubelet) RequestToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return k.client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, tr, metav1.CreateOptions{})
 }
 
 // PersistentVolumeClaim reads a claim (volume.Getter).

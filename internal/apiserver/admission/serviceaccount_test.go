@@ -6,11 +6,22 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
-var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+var (
+	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+	saGVR   = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
+)
 
-func TestServiceAccount(t *testing.T) {
+func fixedServiceAccount(r *objects) *ServiceAccount {
+	p := NewServiceAccount(r)
+	p.suffix = func() string { return "abcde" }
+	return p
+}
+
+func TestServiceAccountName(t *testing.T) {
 	tests := []struct {
 		name    string
 		spec    corev1.PodSpec
@@ -24,8 +35,8 @@ func TestServiceAccount(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{Spec: tc.spec}
-			a := &Attributes{Operation: Create, Resource: podsGVR, Object: pod}
-			if err := NewServiceAccount().Admit(context.Background(), a); err != nil {
+			a := &Attributes{Operation: Create, Resource: podsGVR, Namespace: "ns", Object: pod}
+			if err := fixedServiceAccount(newObjects(saGVR)).Admit(context.Background(), a); err != nil {
 				t.Fatal(err)
 			}
 			got := []string{pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount}
@@ -36,10 +47,79 @@ func TestServiceAccount(t *testing.T) {
 	}
 }
 
+func TestServiceAccountMountsToken(t *testing.T) {
+	mount := corev1.VolumeMount{Name: "kube-api-access-abcde", ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}
+	tokenVolume := corev1.Volume{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o644),
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		},
+	}}}
+	own := corev1.VolumeMount{Name: "mine", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}
+	noAutomount := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "quiet"}, AutomountServiceAccountToken: ptr.To(false)}
+	tests := []struct {
+		name string
+		spec corev1.PodSpec
+		want corev1.PodSpec
+	}{
+		{
+			name: "every container and init container",
+			spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "i"}}, Containers: []corev1.Container{{Name: "a"}, {Name: "b"}}},
+			want: corev1.PodSpec{ServiceAccountName: "default", DeprecatedServiceAccount: "default",
+				InitContainers: []corev1.Container{{Name: "i", VolumeMounts: []corev1.VolumeMount{mount}}},
+				Containers:     []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{mount}}, {Name: "b", VolumeMounts: []corev1.VolumeMount{mount}}},
+				Volumes:        []corev1.Volume{tokenVolume}},
+		},
+		{
+			name: "a container with its own mount at the path keeps it",
+			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{own}}, {Name: "b"}}},
+			want: corev1.PodSpec{ServiceAccountName: "default", DeprecatedServiceAccount: "default",
+				Containers: []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{own}}, {Name: "b", VolumeMounts: []corev1.VolumeMount{mount}}},
+				Volumes:    []corev1.Volume{tokenVolume}},
+		},
+		{
+			name: "no container needs it: no volume",
+			spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{own}}}},
+			want: corev1.PodSpec{ServiceAccountName: "default", DeprecatedServiceAccount: "default",
+				Containers: []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{own}}}},
+		},
+		{
+			name: "the pod says no",
+			spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{Name: "a"}}},
+			want: corev1.PodSpec{ServiceAccountName: "default", DeprecatedServiceAccount: "default", AutomountServiceAccountToken: ptr.To(false), Containers: []corev1.Container{{Name: "a"}}},
+		},
+		{
+			name: "the account says no",
+			spec: corev1.PodSpec{ServiceAccountName: "quiet", Containers: []corev1.Container{{Name: "a"}}},
+			want: corev1.PodSpec{ServiceAccountName: "quiet", DeprecatedServiceAccount: "quiet", Containers: []corev1.Container{{Name: "a"}}},
+		},
+		{
+			name: "the pod overrules the account",
+			spec: corev1.PodSpec{ServiceAccountName: "quiet", AutomountServiceAccountToken: ptr.To(true), Containers: []corev1.Container{{Name: "a"}}},
+			want: corev1.PodSpec{ServiceAccountName: "quiet", DeprecatedServiceAccount: "quiet", AutomountServiceAccountToken: ptr.To(true),
+				Containers: []corev1.Container{{Name: "a", VolumeMounts: []corev1.VolumeMount{mount}}}, Volumes: []corev1.Volume{tokenVolume}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: tc.spec}
+			a := &Attributes{Operation: Create, Resource: podsGVR, Namespace: "ns", Name: "p", Object: pod}
+			if err := fixedServiceAccount(newObjects(saGVR, noAutomount)).Admit(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, pod.Spec); d != "" {
+				t.Errorf("pod spec (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
 func TestServiceAccountLeavesOtherObjects(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	a := &Attributes{Operation: Create, Resource: configMapsGVR, Object: cm}
-	if err := NewServiceAccount().Admit(context.Background(), a); err != nil {
+	if err := NewServiceAccount(nil).Admit(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(&corev1.ConfigMap{}, cm); diff != "" {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Getter reads the sources of configMap, secret and
@@ -33,6 +34,9 @@ type Getter interface {
 type Manager struct {
 	root   string
 	getter Getter
+	// Tokens fills serviceAccountToken sources (projected_token.go); nil
+	// leaves them out.
+	Tokens *Tokens
 	// Allocatable sizes a Memory emptyDir without a sizeLimit and resolves
 	// resourceFieldRef limits a container does not set.
 	Allocatable func() corev1.ResourceList
@@ -145,9 +149,7 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 			case src.DownwardAPI != nil:
 				part, err = m.downwardPayload(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
 			case src.ServiceAccountToken != nil:
-				// Tokens need the TokenRequest API, which Skiff does not
-				// serve yet: the source is left out.
-				continue
+				part, err = m.tokenPayload(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode) // projected_token.go
 			}
 			if err != nil {
 				return "", err
@@ -376,6 +378,9 @@ func mountTmpfs(dir string, size int64) error {
 
 // Teardown unmounts the pod's tmpfs volumes and removes its directory.
 func (m *Manager) Teardown(uid string) error {
+	if m.Tokens != nil {
+		m.Tokens.Forget(types.UID(uid))
+	}
 	dir := m.PodDir(uid)
 	volumes := filepath.Join(dir, "volumes")
 	plugins, _ := os.ReadDir(volumes)
