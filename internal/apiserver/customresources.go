@@ -276,15 +276,8 @@ func (c *customResources) serve(def *apiextensionsv1.CustomResourceDefinition) e
 	}
 	sc := &servedCRD{uid: def.UID, generation: def.Generation, names: def.Spec.Names, handlers: map[schema.GroupVersionResource]*resourceHandler{}}
 	sc.terminating.Store(def.DeletionTimestamp != nil)
-	defs, err := c.srv.openapi.Definitions()
+	rs, err := crd.Resources(def, crd.Options{Terminating: sc.terminating.Load})
 	if err != nil {
-		return err
-	}
-	rs, err := crd.Resources(def, crd.Options{Terminating: sc.terminating.Load, Definitions: defs})
-	if err != nil {
-		return err
-	}
-	if sc.openapi, err = crd.OpenAPI(def); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -316,7 +309,28 @@ func (c *customResources) serve(def *apiextensionsv1.CustomResourceDefinition) e
 	if old != nil {
 		old.cancel()
 	}
+	// The OpenAPI documents follow a moment later, as upstream's OpenAPI
+	// controller publishes them apart from establishing (the builder takes
+	// ~0.1 s a CRD).
+	go c.publishOpenAPI(sc, def.DeepCopy())
 	return nil
+}
+
+// publishOpenAPI builds the documents of a served CRD and publishes them,
+// unless it was replaced meanwhile.
+func (c *customResources) publishOpenAPI(sc *servedCRD, def *apiextensionsv1.CustomResourceDefinition) {
+	docs, err := crd.OpenAPI(def)
+	if err != nil {
+		klog.Background().Error(err, "build the OpenAPI of a CustomResourceDefinition", "name", def.Name)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.served[def.Name] != sc {
+		return
+	}
+	sc.openapi = docs
+	c.publish()
 }
 
 // newHandler builds the store, cache, handler and managedFields tracking

@@ -30,8 +30,9 @@ type Options struct {
 	// Terminating reports whether the CRD is being deleted (creates are
 	// then refused).
 	Terminating func() bool
-	// Definitions are the server's OpenAPI definitions (ObjectMeta and the
-	// other meta types), which the apply type converter refers to.
+	// Definitions, when set, are added to the apply type converter's
+	// models. Upstream's CRD OpenAPI builder already includes the meta
+	// types it refers to, so the server passes none.
 	Definitions map[string]*spec.Schema
 }
 

@@ -191,6 +191,7 @@ func TestCustomResourceDefinitionLifecycle(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(c.Config)
 
 	took := createCRD(t, ctx, c, decodeCRD(t, cronTabCRD))
+	t.Logf("created to Established (and served): %v", took)
 	if took > time.Second {
 		t.Errorf("CRD took %v to be Established, want under a second", took)
 	}
