@@ -83,6 +83,10 @@ type Config struct {
 	// Encryption encrypts the values of the resources it lists at rest
 	// (--encryption-provider-config; nil: none).
 	Encryption *storage.Encryption
+	// ServiceAccounts configures service-account tokens (TokenRequest,
+	// their authentication, TokenReview, OIDC discovery;
+	// serviceaccounts.go); nil serves none of them.
+	ServiceAccounts *ServiceAccountConfig
 	// KubeletClientTLS dials kubelets for pods/log, exec, attach,
 	// portforward and nodes/proxy (see nodeproxy.go); nil answers them 503.
 	KubeletClientTLS *tls.Config
@@ -117,6 +121,8 @@ type Server struct {
 	authn    authn.Authenticator
 	authz    authz.Authorizer
 	alloc    *allocator.Services
+	// serviceAccounts is nil without Config.ServiceAccounts.
+	serviceAccounts *serviceAccounts
 	custom   *customResources // served for CustomResourceDefinitions
 
 	resources []registry.Resource
@@ -183,6 +189,12 @@ func New(cfg Config) (*Server, error) {
 		clock:    cfg.Clock,
 	}
 	auths := []authn.Authenticator{authn.NewX509(cfg.ClientCA)}
+	if cfg.ServiceAccounts != nil {
+		if s.serviceAccounts, err = newServiceAccounts(cfg.ServiceAccounts, saObjects{r: reader{srv: s}}, s); err != nil {
+			return nil, fmt.Errorf("service accounts: %w", err)
+		}
+		auths = append(auths, s.serviceAccounts.authn)
+	}
 	if cfg.Authenticator != nil {
 		auths = append(auths, cfg.Authenticator)
 	}
@@ -201,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 	s.resources = builtin.Resources(registry.Deps{
 		CheckComponent: s.components.Check,
 		Services:       alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
-		BindPod: s.bindPod, ResourceMetrics: s.resourceMetrics,
+		BindPod: s.bindPod, ResourceMetrics: s.resourceMetrics, ReviewToken: s.reviewToken(cfg.Authenticator),
 	})
 	for _, res := range s.resources {
 		res := res

@@ -8,6 +8,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/admissionregistration"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apps"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/authentication"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/authorization"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/autoscaling"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/batch"
@@ -43,6 +44,7 @@ func Groups() []Group {
 		admissionregistration.Resources, // admissionregistration.k8s.io
 		apiextensions.Resources,         // apiextensions.k8s.io
 		apps.Resources,                  // apps
+		authentication.Resources,        // authentication.k8s.io
 		authorization.Resources,         // authorization.k8s.io
 		autoscaling.Resources,           // autoscaling (v2, and v1 stored as v2)
 		batch.Resources,                 // batch
