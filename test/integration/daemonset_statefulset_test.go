@@ -420,6 +420,7 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 	c := startCluster(t)
 	cs := c.Clientset()
 	runNodes(t, c, 2)
+	runLocalPath(t, cs, "e2e-node-0", "e2e-node-1") // the claims' volumes (storage_test.go)
 	runScheduler(t, c)
 	runManager(t, c)
 	ns := newNamespace(t, cs)
@@ -454,9 +455,7 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a user sees: the claim data-db-0 exists before (and is mounted
-	// by) the pod db-0. Nothing provisions volumes yet, so whether the pod
-	// runs depends on the scheduler's volume checks; the claim is what the
-	// controller owes.
+	// by) the pod db-0; the pod runs once local-path has made its volume.
 	eventually(t, 60*time.Second, "claim data-db-0 and pod db-0", func() (bool, error) {
 		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
 		if err != nil {

@@ -36,15 +36,7 @@ func TestStorage(t *testing.T) {
 	runMaintControllers(t, c, controllercontext.Options{}, persistentvolume.New, ephemeral.New)
 	schedRunSimNodes(t, c, simulate.Options{Nodes: 2, NamePrefix: "stor-"})
 	schedRunScheduler(t, c, schedDefaultSchedulerConfig(false), "storage-test")
-	root := filepath.Join(t.TempDir(), "storage")
-	prov, err := localpath.New(cs, "stor-1", root, localpath.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, pcancel := context.WithCancel(context.Background())
-	pdone := make(chan error, 1)
-	go func() { pdone <- prov.Start(pctx) }()
-	t.Cleanup(func() { pcancel(); <-pdone })
+	root := runLocalPath(t, cs, "stor-1")["stor-1"]
 	ctx := testCtx(t, 3*time.Minute)
 	ns := newNamespace(t, cs)
 
@@ -180,6 +172,27 @@ func TestStorage(t *testing.T) {
 		}
 		waitPodCond(t, cs, ns, "eph", func(p *corev1.Pod) bool { return p.Spec.NodeName == "stor-1" })
 	})
+}
+
+// runLocalPath runs the local-path provisioner of each named (simulated)
+// node, as their agents would, until the test ends; it returns each node's
+// storage directory.
+func runLocalPath(t *testing.T, cs kubernetes.Interface, nodes ...string) map[string]string {
+	t.Helper()
+	roots := map[string]string{}
+	for _, node := range nodes {
+		root := filepath.Join(t.TempDir(), "storage")
+		prov, err := localpath.New(cs, node, root, localpath.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- prov.Start(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		roots[node] = root
+	}
+	return roots
 }
 
 // deleteClaim deletes a claim and, standing in for the pvc-protection
