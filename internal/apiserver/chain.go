@@ -145,6 +145,9 @@ func (s *Server) buildChain() http.Handler {
 		}
 		ctx = authn.WithUser(ctx, user)
 		attrs := requestAttributes(r, info, user)
+		// The audit log (auditing.go), for what the policy keeps.
+		ar := s.beginAudit(w, r, info, attrs)
+		defer s.endAudit(ar, w)
 		// Impersonate-* headers (impersonation.go): the request then acts
 		// as the impersonated user.
 		imp, err := impersonate(r.WithContext(ctx), s.authz, attrs)
@@ -153,6 +156,7 @@ func (s *Server) buildChain() http.Handler {
 			return
 		}
 		if imp != nil {
+			ar.Impersonated(imp.User)
 			user, attrs.User = imp.User, imp.User
 			ctx = authn.WithUser(ctx, user)
 		}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/allocator"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/discovery"
@@ -80,6 +81,8 @@ type Config struct {
 	// ReapInterval is how often objects whose graceful deletion is over
 	// are removed (default 1s).
 	ReapInterval time.Duration
+	// Audit, when set, writes the audit log (--audit-policy-file).
+	Audit *audit.Auditor
 	// Encryption encrypts the values of the resources it lists at rest
 	// (--encryption-provider-config; nil: none).
 	Encryption *storage.Encryption

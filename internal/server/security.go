@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -21,6 +22,10 @@ type SecurityConfig struct {
 	// (an EncryptionConfiguration file); empty: <data-dir>/encryption-config.yaml,
 	// written at the first start (Secrets with aescbc and a new key).
 	EncryptionProviderConfig string
+	// AuditPolicyFile is upstream's --audit-policy-file (audit.k8s.io/v1
+	// Policy); with AuditLog.Path set, requests are audited.
+	AuditPolicyFile string
+	AuditLog        audit.LogOptions
 }
 
 // newAPIServer builds the API server with the security options applied to
@@ -61,5 +66,14 @@ func newAPIServer(sec SecurityConfig, dataDir string, cfg apiserver.Config) (*ap
 		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
 	}
 	cfg.Encryption = enc
+	if sec.AuditPolicyFile != "" && sec.AuditLog.Path != "" {
+		policy, err := audit.LoadPolicy(sec.AuditPolicyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-policy-file: %w", err)
+		}
+		if cfg.Audit, err = audit.New(policy, sec.AuditLog, nil); err != nil {
+			return nil, fmt.Errorf("--audit-log-path: %w", err)
+		}
+	}
 	return apiserver.New(cfg)
 }

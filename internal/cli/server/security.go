@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/server"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -26,6 +27,9 @@ type SecurityFlags struct {
 	OIDCSigningAlgs    []string
 
 	EncryptionProviderConfig string
+
+	AuditPolicyFile string
+	AuditLog        audit.LogOptions
 }
 
 func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
@@ -39,12 +43,29 @@ func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.OIDCGroupsPrefix, "oidc-groups-prefix", f.OIDCGroupsPrefix, "prefix of every OIDC group")
 	fs.StringToStringVar(&f.OIDCRequiredClaims, "oidc-required-claim", f.OIDCRequiredClaims, "key=value claims every OIDC token must hold with that value; repeatable")
 	fs.StringVar(&f.EncryptionProviderConfig, "encryption-provider-config", f.EncryptionProviderConfig, "EncryptionConfiguration file (apiserver.config.k8s.io/v1: aescbc, aesgcm, secretbox, identity) saying which resources are encrypted in etcd and with which keys, the first encrypting; empty: <data-dir>/encryption-config.yaml, created at the first start with a new aescbc key for Secrets")
+	fs.StringVar(&f.AuditPolicyFile, "audit-policy-file", f.AuditPolicyFile, "audit.k8s.io/v1 Policy file: which requests are audited, at which level (None, Metadata, Request, RequestResponse) and stages; empty: no audit log")
+	fs.StringVar(&f.AuditLog.Path, "audit-log-path", f.AuditLog.Path, "file the audit events are written to as JSON lines ('-' for stdout); with --audit-policy-file")
+	fs.IntVar(&f.AuditLog.MaxSize, "audit-log-maxsize", f.AuditLog.MaxSize, "size in megabytes at which the audit log is rotated (0: never)")
+	fs.IntVar(&f.AuditLog.MaxBackups, "audit-log-maxbackup", f.AuditLog.MaxBackups, "rotated audit log files kept (0: all)")
+	fs.IntVar(&f.AuditLog.MaxAge, "audit-log-maxage", f.AuditLog.MaxAge, "days rotated audit log files are kept (0: forever)")
+	fs.BoolVar(&f.AuditLog.Compress, "audit-log-compress", f.AuditLog.Compress, "gzip rotated audit log files")
 	fs.StringSliceVar(&f.OIDCSigningAlgs, "oidc-signing-algs", []string{"RS256"}, "JOSE signing algorithms accepted in OIDC tokens")
 }
 
 // config validates the flags.
 func (f SecurityFlags) config() (server.SecurityConfig, error) {
-	c := server.SecurityConfig{TokenAuthFile: f.TokenAuthFile, EncryptionProviderConfig: f.EncryptionProviderConfig}
+	c := server.SecurityConfig{TokenAuthFile: f.TokenAuthFile, EncryptionProviderConfig: f.EncryptionProviderConfig,
+		AuditPolicyFile: f.AuditPolicyFile, AuditLog: f.AuditLog}
+	if c.AuditPolicyFile != "" {
+		if _, err := audit.LoadPolicy(c.AuditPolicyFile); err != nil {
+			return c, fmt.Errorf("--audit-policy-file: %w", err)
+		}
+	}
+	for name, v := range map[string]int{"--audit-log-maxsize": f.AuditLog.MaxSize, "--audit-log-maxbackup": f.AuditLog.MaxBackups, "--audit-log-maxage": f.AuditLog.MaxAge} {
+		if v < 0 {
+			return c, fmt.Errorf("%s must not be negative", name)
+		}
+	}
 	if c.EncryptionProviderConfig != "" {
 		if _, err := storage.LoadEncryptionConfig(c.EncryptionProviderConfig); err != nil {
 			return c, fmt.Errorf("--encryption-provider-config: %w", err)
