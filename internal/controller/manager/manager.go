@@ -18,7 +18,11 @@
 // workqueue.SetProvider is process-global and takes effect only once: the
 // first Manager started in a process sets it, on its Options.Metrics
 // registry, and later managers in the same process (tests) publish their
-// queue metrics through that first provider.
+// queue metrics through that first provider. When a library linked into
+// the binary set it first (k8s.io/component-base's workqueue metrics
+// register themselves from an init function, pulled in by
+// k8s.io/apiserver packages), the queue metrics land in component-base's
+// legacy registry under the same names: /metrics serves that registry too.
 package manager
 
 import (
@@ -27,11 +31,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -44,6 +50,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -251,8 +258,24 @@ func (m *Manager) Start(ctx context.Context) error {
 	return m.runLeading(ctx, watchdog)
 }
 
+// legacyWorkqueue gathers the workqueue_* families of component-base's
+// legacy registry (only those: its process and Go collectors would clash
+// with the served registry's own).
+type legacyWorkqueue struct{}
+
+func (legacyWorkqueue) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	out := fams[:0]
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "workqueue_") {
+			out = append(out, f)
+		}
+	}
+	return out, err
+}
+
 func (m *Manager) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	addr, stop, err := component.Serve(ctx, "controller manager", m.opts.Address, m.opts.Metrics, watchdog)
+	addr, stop, err := component.Serve(ctx, "controller manager", m.opts.Address, prometheus.Gatherers{m.opts.Metrics, legacyWorkqueue{}}, watchdog)
 	if err != nil {
 		return nil, err
 	}
