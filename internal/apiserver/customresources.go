@@ -338,7 +338,7 @@ func (c *customResources) publishOpenAPI(sc *servedCRD, def *apiextensionsv1.Cus
 func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *storage.Cacher, error) {
 	s := c.srv
 	gvk := res.GroupVersion.WithKind(res.Kind)
-	codec := crd.StorageCodec{Storage: res.Custom.StorageVersion, Served: gvk}
+	codec := crd.StorageCodec{Storage: res.Custom.StorageVersion, Served: gvk, Convert: res.Custom.Convert}
 	name := res.Resource + groupSuffix(res.GroupVersion.Group)
 	store := storage.NewStore(s.cfg.Etcd, codec, res.New, name, storage.StoreOptions{Observer: s.metrics})
 	h := &resourceHandler{}

@@ -15,6 +15,22 @@ import (
 type StorageCodec struct {
 	Storage schema.GroupVersion
 	Served  schema.GroupVersionKind
+	// Convert converts between versions (nil: conversion None).
+	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
+}
+
+// convert brings u to version gv.
+func (c StorageCodec) convert(u *unstructured.Unstructured, gv schema.GroupVersion) (*unstructured.Unstructured, error) {
+	if c.Convert == nil || u.GetAPIVersion() == gv.String() {
+		out := u.DeepCopy()
+		out.SetAPIVersion(gv.String())
+		return out, nil
+	}
+	obj, err := c.Convert(u, gv)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*unstructured.Unstructured), nil
 }
 
 func (c StorageCodec) Encode(obj runtime.Object) ([]byte, error) {
@@ -22,8 +38,10 @@ func (c StorageCodec) Encode(obj runtime.Object) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%T is not a custom resource", obj)
 	}
-	out := u.DeepCopy()
-	out.SetAPIVersion(c.Storage.String())
+	out, err := c.convert(u, c.Storage)
+	if err != nil {
+		return nil, err
+	}
 	out.SetResourceVersion("")
 	return json.Marshal(out.Object)
 }
@@ -37,7 +55,11 @@ func (c StorageCodec) Decode(data []byte, into runtime.Object) error {
 	if err := u.UnmarshalJSON(data); err != nil {
 		return fmt.Errorf("decode %s: %w", c.Served.Kind, err)
 	}
-	u.SetAPIVersion(c.Served.GroupVersion().String())
+	out, err := c.convert(u, c.Served.GroupVersion())
+	if err != nil {
+		return err
+	}
+	*u = *out
 	u.SetKind(c.Served.Kind)
 	return nil
 }

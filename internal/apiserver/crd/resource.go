@@ -52,6 +52,17 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 	if storage == "" {
 		return nil, fmt.Errorf("%s has no storage version", crd.Name)
 	}
+	conv, err := newConverter(crd)
+	if err != nil {
+		return nil, err
+	}
+	convert := func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("%T is not a custom resource", obj)
+		}
+		return conv.Convert(u, to)
+	}
 	var out []registry.Resource
 	for i, v := range crd.Spec.Versions {
 		if !v.Served {
@@ -84,7 +95,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 				return u
 			},
 			Strategy: st,
-			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}},
+			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}, Convert: convert},
 		}
 		if res.Custom.FieldManager, err = fieldManagerFunc(crd, v.Name, st.hasStatus, opts.Definitions); err != nil {
 			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)

@@ -76,6 +76,10 @@ type CustomStorage struct {
 	// (the field manager needs the CRD's schema; the server's own OpenAPI
 	// does not describe custom resources).
 	FieldManager func(subresource string) (*managedfields.FieldManager, error)
+	// Convert, when set, converts an object to another version of the
+	// resource (the CRD's conversion: None rewrites apiVersion, Webhook
+	// asks the webhook). Nil means conversion None.
+	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
 }
 
 // StoredVersion converts between a served version and the stored one.
