@@ -142,6 +142,9 @@ type Cacher struct {
 	isReady       bool
 	notReadySince time.Time
 
+	progressMu   sync.Mutex
+	lastProgress time.Time
+
 	cancelWatch         context.CancelFunc // ends the current etcd watch (tests)
 	testAfterWatchBreak func()
 }
@@ -507,6 +510,29 @@ func retryAfterForUnready(down time.Duration) int {
 // cannot hold a reader past its freshness timeout.
 const progressTimeout = time.Second
 
+// progressInterval is how often readers waiting for the cache to catch up
+// ask etcd for a progress notification.
+const progressInterval = 50 * time.Millisecond
+
+// requestProgress asks etcd for a progress notification on the cache's
+// watch stream, at most once per progressInterval however many readers
+// wait: each request makes etcd notify every watch on the stream, so one
+// per reader would cost a busy server dearly.
+func (c *Cacher) requestProgress(ctx context.Context) {
+	c.progressMu.Lock()
+	if time.Since(c.lastProgress) < progressInterval {
+		c.progressMu.Unlock()
+		return
+	}
+	c.lastProgress = time.Now()
+	c.progressMu.Unlock()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)
+	defer cancel()
+	// The same metadata as the cache's watch, so that the request goes to
+	// its gRPC stream (the client keys streams by it).
+	_ = c.client.RequestProgress(clientv3.WithRequireLeader(pctx))
+}
+
 // waitFresh waits until the cache has seen revision rev, asking etcd for
 // progress notifications meanwhile.
 func (c *Cacher) waitFresh(ctx context.Context, rev int64) error {
@@ -524,12 +550,8 @@ func (c *Cacher) waitFresh(ctx context.Context, rev int64) error {
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextProgress) {
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)
-			// The same metadata as the cache's watch, so that the request
-			// goes to its gRPC stream (the client keys streams by it).
-			_ = c.client.RequestProgress(clientv3.WithRequireLeader(pctx))
-			cancel()
-			nextProgress = now.Add(50 * time.Millisecond)
+			c.requestProgress(ctx)
+			nextProgress = now.Add(progressInterval)
 		}
 		select {
 		case <-changed:
