@@ -343,6 +343,13 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 		opts.Controller.ClusterSigningCertFile = filepath.Join(PKIDir(cfg.DataDir), pki.CACertFile)
 		opts.Controller.ClusterSigningKeyFile = filepath.Join(PKIDir(cfg.DataDir), pki.CAKeyFile)
 	}
+	if opts.Controller.ServiceAccountPrivateKeyFile == "" {
+		// Signs the legacy tokens of Secrets that ask for one.
+		opts.Controller.ServiceAccountPrivateKeyFile = cfg.ServiceAccounts.SigningKeyFile
+		if opts.Controller.ServiceAccountPrivateKeyFile == "" {
+			opts.Controller.ServiceAccountPrivateKeyFile = filepath.Join(PKIDir(cfg.DataDir), pki.ServiceAccountKeyFile)
+		}
+	}
 	opts.LeaderElect = true
 	if opts.Identity == "" {
 		host, _ := os.Hostname()

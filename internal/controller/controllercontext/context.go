@@ -65,6 +65,10 @@ type Options struct {
 	// RootCAPEM is the cluster CA, published as the kube-root-ca.crt
 	// ConfigMap in every namespace.
 	RootCAPEM []byte
+	// ServiceAccountPrivateKeyFile signs the legacy tokens of
+	// kubernetes.io/service-account-token Secrets (upstream's
+	// --service-account-private-key-file); empty turns that controller off.
+	ServiceAccountPrivateKeyFile string
 	// ClusterCIDR is the pod network node IPAM hands out node CIDRs from
 	// (upstream --cluster-cidr; empty means Skiff's 10.42.0.0/16), in
 	// blocks of NodeCIDRMaskSize bits (--node-cidr-mask-size; zero means 24).

@@ -63,6 +63,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		resourcequota.Name:          resourcequota.New,
 		"root-ca-cert-publisher":    rootcacert.New,
 		"serviceaccount":            serviceaccount.New,
+		serviceaccount.TokensName:   serviceaccount.NewTokens,
 		"statefulset":               statefulset.New,
 		storageversionmigrator.Name: storageversionmigrator.New,
 		"ttl-after-finished":        ttlafterfinished.New,
