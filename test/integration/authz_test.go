@@ -272,8 +272,13 @@ func TestAuthzNode(t *testing.T) {
 	if _, err := kubelet.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); err != nil {
 		t.Errorf("n1 reads itself: %v", err)
 	}
-	_, err = kubelet.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{})
-	wantForbidden(t, err, `nodes "n2" is forbidden: User "system:node:n1" cannot get resource "nodes" in API group "" at the cluster scope: node 'n1' cannot read 'n2', only its own Node object`)
+	// Upstream's Node authorizer lets a node read only its own Node; Skiff's
+	// agents route pods to the other nodes (host-gw) under the node's
+	// identity, so skiff:node-network grants reading Nodes through RBAC, as
+	// flannel's role does (docs/architecture.md, Authorization).
+	if _, err := kubelet.CoreV1().Nodes().Get(ctx, "n2", metav1.GetOptions{}); err != nil {
+		t.Errorf("n1 reads n2 (skiff:node-network): %v", err)
+	}
 	// Status: its own pod yes, another node's no (NodeRestriction).
 	own, _ := admin.CoreV1().Pods(ns).Get(ctx, "p-n1", metav1.GetOptions{})
 	own.Status.Phase = corev1.PodRunning
