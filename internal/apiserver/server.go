@@ -81,6 +81,10 @@ type Config struct {
 	// ReapInterval is how often objects whose graceful deletion is over
 	// are removed (default 1s).
 	ReapInterval time.Duration
+	// TLSMinVersion (default TLS 1.2) and TLSCipherSuites (default Go's)
+	// of the HTTPS server (--tls-min-version, --tls-cipher-suites).
+	TLSMinVersion   uint16
+	TLSCipherSuites []uint16
 	// Audit, when set, writes the audit log (--audit-policy-file).
 	Audit *audit.Auditor
 	// Encryption encrypts the values of the resources it lists at rest
@@ -333,7 +337,8 @@ func (s *Server) Start(ctx context.Context) error {
 		Certificates: []tls.Certificate{s.cfg.ServingCert},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		ClientCAs:    s.cfg.ClientCA,
-		MinVersion:   tls.VersionTLS12,
+		MinVersion:   s.tlsMinVersion(),
+		CipherSuites: s.cfg.TLSCipherSuites,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
 	hs := &http.Server{

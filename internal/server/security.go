@@ -26,6 +26,10 @@ type SecurityConfig struct {
 	// Policy); with AuditLog.Path set, requests are audited.
 	AuditPolicyFile string
 	AuditLog        audit.LogOptions
+	// TLSMinVersion and TLSCipherSuites are the API server's
+	// (--tls-min-version, --tls-cipher-suites; zero: TLS 1.2, Go's suites).
+	TLSMinVersion   uint16
+	TLSCipherSuites []uint16
 }
 
 // newAPIServer builds the API server with the security options applied to
@@ -66,6 +70,7 @@ func newAPIServer(sec SecurityConfig, dataDir string, cfg apiserver.Config) (*ap
 		return nil, fmt.Errorf("--encryption-provider-config: %w", err)
 	}
 	cfg.Encryption = enc
+	cfg.TLSMinVersion, cfg.TLSCipherSuites = sec.TLSMinVersion, sec.TLSCipherSuites
 	if sec.AuditPolicyFile != "" && sec.AuditLog.Path != "" {
 		policy, err := audit.LoadPolicy(sec.AuditPolicyFile)
 		if err != nil {
