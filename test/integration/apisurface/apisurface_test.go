@@ -43,9 +43,16 @@ var knownVersionGaps = map[string]string{
 	"apiregistration.k8s.io/v1": "#13",
 }
 
-// skiffAdditions are resources Skiff serves that upstream does not
-// (none today).
-var skiffAdditions = map[string]bool{}
+// skiffAdditions are resources Skiff serves that upstream does not by
+// itself: the resource metrics API, which upstream clusters get from
+// metrics-server through aggregation and Skiff's API server serves.
+var skiffAdditions = map[string]bool{
+	"nodes.metrics.k8s.io": true,
+	"pods.metrics.k8s.io":  true,
+}
+
+// skiffVersionAdditions are the group versions only Skiff's additions serve.
+var skiffVersionAdditions = map[string]bool{"metrics.k8s.io/v1beta1": true}
 
 func runKubectl(t *testing.T, c *testapiserver.Cluster, args ...string) string {
 	t.Helper()
@@ -145,6 +152,9 @@ func TestAPIResources(t *testing.T) {
 		delete(up.rows, key)
 	}
 	for key := range skiffAdditions {
+		if _, ok := got.rows[key]; !ok {
+			t.Errorf("Skiff's addition %s is not served", key)
+		}
 		delete(got.rows, key)
 	}
 	if diff := cmp.Diff(up.rows, got.rows); diff != "" {
@@ -159,6 +169,12 @@ func TestAPIResources(t *testing.T) {
 			t.Errorf("%s is served now: remove it from knownVersionGaps (%s)", gv, issue)
 		}
 		delete(upVersions, gv)
+	}
+	for gv := range skiffVersionAdditions {
+		if !gotVersions[gv] {
+			t.Errorf("Skiff's addition %s is not served", gv)
+		}
+		delete(gotVersions, gv)
 	}
 	if diff := cmp.Diff(upVersions, gotVersions); diff != "" {
 		t.Errorf("kubectl api-versions (-upstream +skiff):\n%s", diff)
