@@ -53,7 +53,7 @@ func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.AuditLog.MaxBackups, "audit-log-maxbackup", f.AuditLog.MaxBackups, "rotated audit log files kept (0: all)")
 	fs.IntVar(&f.AuditLog.MaxAge, "audit-log-maxage", f.AuditLog.MaxAge, "days rotated audit log files are kept (0: forever)")
 	fs.BoolVar(&f.AuditLog.Compress, "audit-log-compress", f.AuditLog.Compress, "gzip rotated audit log files")
-	fs.StringVar(&f.TLSMinVersion, "tls-min-version", "VersionTLS12", "lowest TLS version the API server accepts: VersionTLS12 or VersionTLS13 (VersionTLS10/11 are accepted but insecure)")
+	fs.StringVar(&f.TLSMinVersion, "tls-min-version", f.TLSMinVersion, "lowest TLS version the API server accepts: VersionTLS12 or VersionTLS13 (VersionTLS10/11 are accepted but insecure); empty: VersionTLS12")
 	fs.StringSliceVar(&f.TLSCipherSuites, "tls-cipher-suites", nil, "cipher suites of the API server for TLS 1.2, upstream's names (e.g. TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256); empty: Go's defaults. TLS 1.3 suites are not configurable")
 	fs.StringSliceVar(&f.OIDCSigningAlgs, "oidc-signing-algs", []string{"RS256"}, "JOSE signing algorithms accepted in OIDC tokens")
 }
@@ -68,8 +68,10 @@ func (f SecurityFlags) config() (server.SecurityConfig, error) {
 		}
 	}
 	var err error
-	if c.TLSMinVersion, err = cliflag.TLSVersion(f.TLSMinVersion); err != nil {
-		return c, fmt.Errorf("--tls-min-version: %w", err)
+	if f.TLSMinVersion != "" { // empty: the API server's default, TLS 1.2
+		if c.TLSMinVersion, err = cliflag.TLSVersion(f.TLSMinVersion); err != nil {
+			return c, fmt.Errorf("--tls-min-version: %w", err)
+		}
 	}
 	if c.TLSCipherSuites, err = cliflag.TLSCipherSuites(f.TLSCipherSuites); err != nil {
 		return c, fmt.Errorf("--tls-cipher-suites: %w", err)
