@@ -41,6 +41,11 @@ func TestDefaultsAreValid(t *testing.T) {
 			Controllers: manager.Selection{"*"},
 			Controller:  manager.DefaultControllerOptions(),
 		},
+		// kube-apiserver's defaults for the overload flags.
+		Overload: server.OverloadConfig{
+			RequestTimeout: time.Minute, MinRequestTimeout: 30 * time.Minute,
+			MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200,
+		},
 		AuthorizationModes: []string{"Node", "RBAC"},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
