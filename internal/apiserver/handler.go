@@ -125,6 +125,9 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		return
 	}
 	out, err := negotiateOutput(r)
+	if err == nil && h.res.Custom != nil && out.mediaType == mediaProtobuf {
+		out, err = negotiateCustomOutput(r) // custom resources: JSON or YAML only
+	}
 	if err != nil {
 		h.codecs.writeError(w, err)
 		return
