@@ -88,6 +88,10 @@ func Load() (*Policy, error) {
 	return p, nil
 }
 
+// KubeletServingApproverRole lets the controller manager approve kubelet
+// serving certificates (Skiff's csrapproving addition).
+const KubeletServingApproverRole = "skiff:kubelet-serving-approver"
+
 // ControllerManagerUser is the controller manager's identity.
 const ControllerManagerUser = "system:kube-controller-manager"
 
@@ -188,6 +192,14 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		},
 	}, {
+		// Skiff's csrapproving controller approves a node's own kubelet
+		// serving certificate (upstream leaves that to the administrator),
+		// so the controller manager may approve for that signer too.
+		ObjectMeta: defaults(KubeletServingApproverRole),
+		Rules: []rbacv1.PolicyRule{
+			{Verbs: []string{"approve"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kubelet-serving"}},
+		},
+	}, {
 		// The API server serves metrics.k8s.io itself; metrics-server's
 		// manifest adds this role so that view, edit and admin (and so
 		// `kubectl top`) can read it.
@@ -230,6 +242,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	return []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: defaults("skiff:node-bootstrapper"), RoleRef: ref("system:node-bootstrapper"), Subjects: group("system:bootstrappers")},
 		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
+		{ObjectMeta: defaults(KubeletServingApproverRole), RoleRef: ref(KubeletServingApproverRole), Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}}},
 		{ObjectMeta: defaults(NodeLocalPathRole), RoleRef: ref(NodeLocalPathRole), Subjects: group("system:nodes")},
 	}
 }
