@@ -97,4 +97,12 @@ spec:
 		}
 		return false
 	})
+	// And back when they stop: no stabilization window (the default would
+	// hold the scale-down for five minutes), and pods that only sleep.
+	kubectl(t, c.kubeconfig, "-n", ns, "patch", "hpa", "burner", "--type=merge", "-p", `{"spec":{"behavior":{"scaleDown":{"stabilizationWindowSeconds":0}}}}`)
+	kubectl(t, c.kubeconfig, "-n", ns, "patch", "deployment", "burner", "--type=json", "-p", `[{"op":"replace","path":"/spec/template/spec/containers/0/command","value":["sh","-c","exec sleep 3600"]}]`)
+	waitFor(t, 120*time.Second, "the HPA to scale the idle Deployment back to 1", func() bool {
+		d, err := c.client.AppsV1().Deployments(ns).Get(context.Background(), "burner", metav1.GetOptions{})
+		return err == nil && d.Spec.Replicas != nil && *d.Spec.Replicas == 1
+	})
 }
