@@ -89,6 +89,14 @@ func runNodes(t *testing.T, c *cluster, n int) *simulate.Simulator {
 		KeepNotReadyTaint:     true,
 		Workers:               4,
 	})
+	runSimulator(t, sim)
+	return sim
+}
+
+// runSimulator runs sim until the test ends and returns once every node is
+// registered.
+func runSimulator(t *testing.T, sim *simulate.Simulator) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sim.Start(ctx) }()
@@ -105,7 +113,6 @@ func runNodes(t *testing.T, c *cluster, n int) *simulate.Simulator {
 	case <-time.After(60 * time.Second):
 		t.Fatal("simulated nodes not ready after 60s")
 	}
-	return sim
 }
 
 // runScheduler runs Skiff's scheduler (internal/scheduler/app with the

@@ -34,22 +34,7 @@ func TestDynamicResourceAllocation(t *testing.T) {
 		Nodes: 2, NamePrefix: "gpu-node-", Devices: 8, Workers: 2,
 		LeaseDuration: 2 * time.Second, LeaseRenewInterval: 500 * time.Millisecond, StatusUpdateFrequency: time.Second,
 	})
-	simCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- sim.Start(simCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("simulator: %v", err)
-		}
-	})
-	select {
-	case <-sim.Ready():
-	case err := <-done:
-		t.Fatalf("simulator stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("simulated nodes not ready after 60s")
-	}
+	runSimulator(t, sim)
 	slices, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil || len(slices.Items) != 2 {
 		t.Fatalf("resource slices = %d (err %v), want one per node", len(slices.Items), err)
