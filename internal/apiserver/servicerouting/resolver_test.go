@@ -1,0 +1,124 @@
+package servicerouting
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// objects is an in-memory registry.Reader.
+type objects map[schema.GroupVersionResource][]runtime.Object
+
+func (o objects) List(_ context.Context, gvr schema.GroupVersionResource, ns string, _ bool, into runtime.Object) error {
+	var items []runtime.Object
+	for _, obj := range o[gvr] {
+		if m, _ := meta.Accessor(obj); ns == "" || m.GetNamespace() == ns {
+			items = append(items, obj.DeepCopyObject())
+		}
+	}
+	return meta.SetList(into, items)
+}
+
+func (o objects) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name string, _ bool, into runtime.Object) error {
+	for _, obj := range o[gvr] {
+		if m, _ := meta.Accessor(obj); m.GetNamespace() == ns && m.GetName() == name {
+			*into.(*corev1.Service) = *obj.(*corev1.Service).DeepCopy()
+			return nil
+		}
+	}
+	return apierrors.NewNotFound(gvr.GroupResource(), name)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func service(typ corev1.ServiceType, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hook"},
+		Spec: corev1.ServiceSpec{Type: typ, Ports: ports}}
+}
+
+func slice(name, svc, portName string, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port}},
+		Endpoints:   eps,
+	}
+}
+
+func endpoint(addr string, ready *bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+}
+
+func TestResolve(t *testing.T) {
+	https := corev1.ServicePort{Name: "https", Port: 443}
+	cases := []struct {
+		name    string
+		objs    []runtime.Object
+		port    int32
+		want    string
+		wantErr string
+	}{
+		{name: "ready endpoint on the named port", port: 443, want: "https://192.0.2.7:8443",
+			objs: []runtime.Object{service(corev1.ServiceTypeClusterIP, https),
+				slice("other", "other", "https", 9, endpoint("192.0.2.9", nil)),
+				slice("hook-a", "hook", "https", 8443, endpoint("192.0.2.6", ptr(false)), endpoint("192.0.2.7", ptr(true)))}},
+		{name: "ready unset counts as ready", port: 443, want: "https://192.0.2.7:8443",
+			objs: []runtime.Object{service(corev1.ServiceTypeNodePort, https),
+				slice("hook-a", "hook", "https", 8443, endpoint("192.0.2.7", nil))}},
+		{name: "port name must match the service port's", port: 443, wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{service(corev1.ServiceTypeClusterIP, https),
+				slice("hook-a", "hook", "metrics", 8443, endpoint("192.0.2.7", nil))}},
+		{name: "no ready endpoint", port: 443, wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{service(corev1.ServiceTypeClusterIP, https),
+				slice("hook-a", "hook", "https", 8443, endpoint("192.0.2.7", ptr(false)))}},
+		{name: "unknown service port", port: 444, wantErr: `no service port 444 found for service "hook"`,
+			objs: []runtime.Object{service(corev1.ServiceTypeClusterIP, https)}},
+		{name: "ExternalName is not routed", port: 443, wantErr: `unsupported service type "ExternalName"`,
+			objs: []runtime.Object{service(corev1.ServiceTypeExternalName, https)}},
+		{name: "missing service", port: 443, wantErr: `services "hook" not found`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := objects{}
+			for _, obj := range tc.objs {
+				gvr := slicesGVR
+				if _, ok := obj.(*corev1.Service); ok {
+					gvr = servicesGVR
+				}
+				o[gvr] = append(o[gvr], obj)
+			}
+			u, err := New(o).ResolveEndpoint("ns", "hook", tc.port)
+			got, gotErr := "", ""
+			if err != nil {
+				gotErr = err.Error()
+			} else {
+				got = u.String()
+			}
+			if diff := cmp.Diff(tc.wantErr, gotErr); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("url (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPickEndpointPrefersFamily(t *testing.T) {
+	v6 := slice("v6", "hook", "https", 443, endpoint("2001:db8::1", nil))
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	v4 := slice("v4", "hook", "https", 443, endpoint("192.0.2.1", nil))
+	last := func(n int) int { return n - 1 } // would put v4 first were it not for the family
+	got, ok := pickEndpoint([]*discoveryv1.EndpointSlice{v4, v6}, "https", corev1.IPv6Protocol, last)
+	if !ok || got != "[2001:db8::1]:443" {
+		t.Errorf("picked %q %v, want the IPv6 endpoint", got, ok)
+	}
+}
