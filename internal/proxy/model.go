@@ -18,6 +18,15 @@ type Input struct {
 	// ServiceCIDR: traffic to an address in it that is no ClusterIP is
 	// dropped. Invalid (zero) means no such rule.
 	ServiceCIDR netip.Prefix
+	// NodeIP is the node's primary address: when a Service's
+	// loadBalancerSourceRanges contain it, the node may reach the Service's
+	// load-balancer addresses (whose traffic from the node comes from
+	// them when they are local), as upstream allows.
+	NodeIP netip.Addr
+	// NodePortAddresses, when not nil, are the only local addresses
+	// NodePorts answer on (--nodeport-addresses); nil means every local
+	// address but 127.0.0.0/8.
+	NodePortAddresses []netip.Addr
 	// Ports are the service ports to program, in any order.
 	Ports []ServicePort
 }
@@ -41,7 +50,14 @@ type ServicePort struct {
 	InternalLocal bool
 	// AffinitySeconds > 0 means sessionAffinity ClientIP with that timeout.
 	AffinitySeconds int32
-	Endpoints       []Endpoint
+	// SourceRanges are a LoadBalancer Service's loadBalancerSourceRanges:
+	// when set, only those sources reach its load-balancer addresses
+	// (NodePorts are not subject to them, as upstream).
+	SourceRanges []netip.Prefix
+	// HealthCheckNodePort is the port of the Service's health check
+	// (LoadBalancer with externalTrafficPolicy Local), 0 when none.
+	HealthCheckNodePort int32
+	Endpoints           []Endpoint
 }
 
 // Endpoint is one address and port behind a service port.
@@ -84,6 +100,27 @@ func usable(eps []Endpoint) []Endpoint {
 		return ready
 	}
 	return terminating
+}
+
+// sourceRanges are the IPv4 loadBalancerSourceRanges of svc, or when the
+// field is empty those of the annotation
+// service.beta.kubernetes.io/load-balancer-source-ranges (comma-separated),
+// as upstream reads them. Entries that do not parse are ignored (the API
+// server validates the field).
+func sourceRanges(svc *v1.Service) []netip.Prefix {
+	raw := svc.Spec.LoadBalancerSourceRanges
+	if len(raw) == 0 {
+		if a := strings.TrimSpace(svc.Annotations[v1.AnnotationLoadBalancerSourceRangesKey]); a != "" {
+			raw = strings.Split(a, ",")
+		}
+	}
+	var out []netip.Prefix
+	for _, r := range raw {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && p.Addr().Is4() {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // BuildInput converts Services and their EndpointSlices into an Input.
@@ -137,6 +174,10 @@ func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services
 					if a, err := netip.ParseAddr(ing.IP); err == nil && a.Is4() {
 						p.LoadBalancerIPs = append(p.LoadBalancerIPs, a)
 					}
+				}
+				p.SourceRanges = sourceRanges(svc)
+				if p.ExternalLocal {
+					p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 				}
 			} else {
 				p.ExternalLocal = false

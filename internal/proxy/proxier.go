@@ -3,14 +3,18 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +54,21 @@ type Options struct {
 	Clock clock.WithTicker
 	// ResyncPeriod of the informers (default 0: none).
 	ResyncPeriod time.Duration
+	// NodeIP is the node's primary address (default: its Node's first
+	// IPv4 InternalIP, once the Node is seen), for loadBalancerSourceRanges
+	// and --nodeport-addresses primary.
+	NodeIP netip.Addr
+	// NodePortCIDRs and NodePortPrimary are --nodeport-addresses: NodePorts
+	// (and health-check ports) answer only on the local addresses in the
+	// CIDRs, or with NodePortPrimary only on NodeIP. Neither (the default)
+	// means every local address but loopback.
+	NodePortCIDRs   []netip.Prefix
+	NodePortPrimary bool
+	// InterfaceAddrs lists the local addresses (default: the host's), and
+	// Listen opens the health-check listeners (default net.Listen); tests
+	// that run the proxy for another network namespace replace both.
+	InterfaceAddrs func() ([]netip.Addr, error)
+	Listen         func(network, addr string) (net.Listener, error)
 }
 
 // Proxier keeps the nftables table in line with Services and
@@ -73,6 +92,11 @@ type Proxier struct {
 	prev       *Ruleset
 	prevInput  Input
 	lastSynced time.Time
+
+	health   health
+	hc       serviceHealth
+	node     atomic.Pointer[v1.Node]
+	recorder record.EventRecorder
 }
 
 // New builds a Proxier; it starts nothing.
@@ -95,24 +119,108 @@ func New(client kubernetes.Interface, opts Options) *Proxier {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Listen == nil {
+		opts.Listen = net.Listen
+	}
+	if opts.InterfaceAddrs == nil {
+		opts.InterfaceAddrs = hostAddrs
+	}
 	if opts.Conntrack == nil {
 		if _, err := exec.LookPath("conntrack"); err == nil {
 			opts.Conntrack = ConntrackTool{}
 		}
 	}
-	return &Proxier{
+	p := &Proxier{
 		client:  client,
 		opts:    opts,
 		m:       newMetrics(opts.Metrics),
 		ready:   make(chan struct{}),
 		trigger: make(chan struct{}, 1),
 	}
+	p.hc.p = p
+	return p
+}
+
+// hostAddrs are the addresses of the host's interfaces.
+func hostAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
+}
+
+// nodePortAddresses resolves --nodeport-addresses now: nil for every
+// address, else the matching local IPv4 addresses (loopback excluded, as
+// upstream; an empty list means no NodePort answers).
+func (p *Proxier) nodePortAddresses(nodeIP netip.Addr) ([]netip.Addr, error) {
+	if p.opts.NodePortPrimary {
+		if !nodeIP.IsValid() {
+			return []netip.Addr{}, fmt.Errorf("--nodeport-addresses primary: the node's address is not known yet")
+		}
+		return []netip.Addr{nodeIP}, nil
+	}
+	if len(p.opts.NodePortCIDRs) == 0 {
+		return nil, nil
+	}
+	var cidrs []netip.Prefix
+	for _, c := range p.opts.NodePortCIDRs {
+		if !c.Addr().Is4() {
+			continue
+		}
+		if c.Bits() == 0 {
+			return nil, nil // 0.0.0.0/0: every address
+		}
+		cidrs = append(cidrs, c)
+	}
+	addrs, err := p.opts.InterfaceAddrs()
+	out := []netip.Addr{}
+	for _, a := range addrs {
+		if !a.Is4() || a.IsLoopback() {
+			continue
+		}
+		for _, c := range cidrs {
+			if c.Contains(a) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out, err
+}
+
+// nodeIP is the configured node address or the Node's first IPv4
+// InternalIP.
+func (p *Proxier) nodeIP() netip.Addr {
+	if p.opts.NodeIP.IsValid() {
+		return p.opts.NodeIP
+	}
+	if n := p.node.Load(); n != nil {
+		for _, a := range n.Status.Addresses {
+			if a.Type != v1.NodeInternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+				return ip
+			}
+		}
+	}
+	return netip.Addr{}
 }
 
 // Ready is closed after the first successful sync.
 func (p *Proxier) Ready() <-chan struct{} { return p.ready }
 
 func (p *Proxier) changed(at time.Time) {
+	p.health.queued(p.opts.Clock.Now())
 	p.mu.Lock()
 	p.pending = append(p.pending, at)
 	p.mu.Unlock()
@@ -129,6 +237,7 @@ func (p *Proxier) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("proxy")
 	factory := informers.NewSharedInformerFactory(p.client, p.opts.ResyncPeriod)
 	defer factory.Shutdown()
+	defer p.hc.closeAll()
 	// Shutdown waits for the informers, which stop only with ctx: cancel it
 	// first (defers run last-in first-out) so an early return cannot hang.
 	ctx, cancel := context.WithCancel(ctx)
@@ -146,11 +255,40 @@ func (p *Proxier) Start(ctx context.Context) error {
 	if _, err := sliceInformer.Informer().AddEventHandler(handler); err != nil {
 		return err
 	}
+	// This node: its address (loadBalancerSourceRanges, --nodeport-addresses
+	// primary) and whether it is eligible (/healthz).
+	var nodeSynced cache.InformerSynced = func() bool { return true }
+	if p.opts.NodeName != "" {
+		nodeFactory := informers.NewSharedInformerFactoryWithOptions(p.client, p.opts.ResyncPeriod,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.opts.NodeName).String()
+			}))
+		defer nodeFactory.Shutdown()
+		nodeInf := nodeFactory.Core().V1().Nodes().Informer()
+		setNode := func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				old := p.node.Swap(n)
+				if old == nil || fmt.Sprint(old.Status.Addresses) != fmt.Sprint(n.Status.Addresses) {
+					p.changed(p.opts.Clock.Now())
+				}
+			}
+		}
+		if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    setNode,
+			UpdateFunc: func(_, obj any) { setNode(obj) },
+			DeleteFunc: func(any) { p.node.Store(nil) },
+		}); err != nil {
+			return err
+		}
+		nodeFactory.Start(ctx.Done())
+		nodeSynced = nodeInf.HasSynced
+	}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kube-proxy", Host: p.opts.NodeName})
+	p.recorder = recorder
 
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -160,6 +298,9 @@ func (p *Proxier) Start(ctx context.Context) error {
 			}
 			return fmt.Errorf("proxy: cache of %v did not sync", typ)
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), nodeSynced) {
+		return nil
 	}
 	list := func() ([]*v1.Service, []*discoveryv1.EndpointSlice, error) {
 		svcs, err := svcInformer.Lister().List(labels.Everything())
@@ -238,6 +379,7 @@ func (p *Proxier) syncOnce(ctx context.Context, list func() ([]*v1.Service, []*d
 		return err
 	}
 	now := p.opts.Clock.Now()
+	p.health.updated(now)
 	p.m.lastSync.Set(float64(now.Unix()))
 	for _, t := range pending {
 		p.m.programming.Observe(now.Sub(t).Seconds())
@@ -251,6 +393,13 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 		return err
 	}
 	in := BuildInput(p.opts.ClusterCIDR, p.opts.ServiceCIDR, p.opts.NodeName, svcs, slices)
+	in.NodeIP = p.nodeIP()
+	npa, err := p.nodePortAddresses(in.NodeIP)
+	if err != nil {
+		// Programmed with what was found; the next sync looks again.
+		klog.FromContext(ctx).Error(err, "Listing the addresses for NodePorts")
+	}
+	in.NodePortAddresses = npa
 	want := Compute(in)
 	var existing *Existing
 	if p.prev == nil {
@@ -267,6 +416,7 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 		return err
 	}
 	p.prev = want
+	p.hc.sync(ctx, wantedHealthChecks(in), in.NodePortAddresses, p.recorder)
 	prevIn := p.prevInput
 	p.prevInput = in
 	if flows := staleUDPFlows(prevIn, in); len(flows) > 0 && p.opts.Conntrack != nil {

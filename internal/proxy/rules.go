@@ -28,6 +28,11 @@ const (
 	filterInput            = "filter-input"
 	filterForward          = "filter-forward"
 	filterOutput           = "filter-output"
+	filterPreroutingPre    = "filter-prerouting-pre-dnat"
+	filterOutputPre        = "filter-output-pre-dnat"
+	firewallCheck          = "firewall-check"
+	firewallIPsMap         = "firewall-ips"
+	nodePortIPsSet         = "nodeport-ips"
 	servicesChain          = "services"
 	markMasqChain          = "mark-for-masquerade"
 	masqueradingChain      = "masquerading"
@@ -79,6 +84,12 @@ func Compute(in Input) *nft.Ruleset {
 	base(filterInput, "filter", "input", "0")
 	base(filterForward, "filter", "forward", "0")
 	base(filterOutput, "filter", "output", "0")
+	// loadBalancerSourceRanges are checked before DNAT (dstnat - 10), on
+	// the load-balancer address the client used.
+	base(filterPreroutingPre, "filter", "prerouting", "-110")
+	base(filterOutputPre, "filter", "output", "-110")
+	r.Add(filterPreroutingPre, "ct state new jump %s", firewallCheck)
+	r.Add(filterOutputPre, "ct state new jump %s", firewallCheck)
 	r.Add(natPrerouting, "jump %s", servicesChain)
 	r.Add(natOutput, "jump %s", servicesChain)
 	r.Add(natPostrouting, "jump %s", masqueradingChain)
@@ -95,6 +106,18 @@ func Compute(in Input) *nft.Ruleset {
 	r.Set(noEndpointServicesMap, true, "type ipv4_addr . inet_proto . inet_service : verdict;", true)
 	r.Set(noEndpointNodePortsMap, true, "type inet_proto . inet_service : verdict;", true)
 	r.Set(hairpinSet, false, "type ipv4_addr . ipv4_addr . inet_proto . inet_service;", true)
+	r.Set(firewallIPsMap, true, "type ipv4_addr . inet_proto . inet_service : verdict;", true)
+	r.Add(firewallCheck, "ip daddr . meta l4proto . th dport vmap @%s", firewallIPsMap)
+	// NodePorts answer on every local address but loopback, or with
+	// --nodeport-addresses only on the addresses in nodeport-ips.
+	nodePortMatch := "fib daddr type local ip daddr != 127.0.0.0/8"
+	if in.NodePortAddresses != nil {
+		r.Set(nodePortIPsSet, false, "type ipv4_addr;", true)
+		for _, a := range in.NodePortAddresses {
+			r.Elem(nodePortIPsSet, "%s", a)
+		}
+		nodePortMatch = "ip daddr @" + nodePortIPsSet
+	}
 
 	r.Add(markMasqChain, "mark set mark or %s", MasqueradeMark)
 	r.Add(masqueradingChain, "mark and %s != 0 mark set mark xor %s masquerade fully-random", MasqueradeMark, MasqueradeMark)
@@ -104,9 +127,9 @@ func Compute(in Input) *nft.Ruleset {
 		r.Add(servicesChain, "ip daddr @%s ip saddr != %s jump %s", clusterIPsSet, in.ClusterCIDR, markMasqChain)
 	}
 	r.Add(servicesChain, "ip daddr . meta l4proto . th dport vmap @%s", serviceIPsMap)
-	r.Add(servicesChain, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @%s", serviceNodePortsMap)
+	r.Add(servicesChain, "%s meta l4proto . th dport vmap @%s", nodePortMatch, serviceNodePortsMap)
 	r.Add(serviceEndpointsCheck, "ip daddr . meta l4proto . th dport vmap @%s", noEndpointServicesMap)
-	r.Add(nodePortEndpointsCheck, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @%s", noEndpointNodePortsMap)
+	r.Add(nodePortEndpointsCheck, "%s meta l4proto . th dport vmap @%s", nodePortMatch, noEndpointNodePortsMap)
 	r.Add(clusterIPsCheck, "ip daddr @%s goto %s", clusterIPsSet, rejectChain)
 	if in.ServiceCIDR.IsValid() {
 		r.Add(clusterIPsCheck, "ip daddr %s drop", in.ServiceCIDR)
@@ -169,6 +192,30 @@ func computePort(r *nft.Ruleset, in Input, p ServicePort, clusterIPs map[netip.A
 		r.Elem(serviceIPsMap, "%s . %s . %d : goto %s", p.ClusterIP, pr, p.Port, internalChain)
 	} else {
 		r.Elem(noEndpointServicesMap, "%s . %s . %d : %s", p.ClusterIP, pr, p.Port, internalVerdict)
+	}
+	if len(p.LoadBalancerIPs) > 0 && len(p.SourceRanges) > 0 {
+		// loadBalancerSourceRanges: other sources are dropped before DNAT.
+		// The node itself may connect when a range holds its address: its
+		// traffic to a local load-balancer address comes from that address.
+		fw := hashName("firewall", key)
+		var sources []string
+		allowNode := false
+		for _, c := range p.SourceRanges {
+			sources = append(sources, c.String())
+			if in.NodeIP.IsValid() && c.Contains(in.NodeIP) {
+				allowNode = true
+			}
+		}
+		if allowNode {
+			for _, ip := range p.LoadBalancerIPs {
+				sources = append(sources, ip.String())
+			}
+		}
+		r.Chain(fw, "")
+		r.Add(fw, "ip saddr != { %s } drop", strings.Join(sources, ", "))
+		for _, ip := range p.LoadBalancerIPs {
+			r.Elem(firewallIPsMap, "%s . %s . %d : goto %s", ip, pr, p.Port, fw)
+		}
 	}
 	for _, ip := range append(append([]netip.Addr(nil), p.ExternalIPs...), p.LoadBalancerIPs...) {
 		if hasEndpoints {

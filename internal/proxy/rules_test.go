@@ -71,6 +71,8 @@ func TestComputeGolden(t *testing.T) {
 		name     string
 		services []*v1.Service
 		slices   []*discoveryv1.EndpointSlice
+		// input adjusts what BuildInput leaves to the proxy's options.
+		input func(*Input)
 	}{
 		{name: "empty"},
 		{
@@ -132,6 +134,31 @@ func TestComputeGolden(t *testing.T) {
 			slices: []*discoveryv1.EndpointSlice{slice("default", "web", "http", v1.ProtocolTCP, 8080, ep{ip: "10.42.2.2", node: "n2"})},
 		},
 		{
+			// Only 192.168.7.0/24 (and the node, whose address is in it)
+			// reach the load-balancer address; the NodePort is open to all.
+			name: "loadbalancer-source-ranges",
+			services: []*v1.Service{svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}, nodePort(30080), func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Spec.LoadBalancerSourceRanges = []string{"192.168.7.0/24", "10.1.2.3/32"}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.50.1"}}
+			}), svc("default", "annotated", "10.43.0.21", []v1.ServicePort{tcp("http", 81)}, nodePort(30081), func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Annotations = map[string]string{v1.AnnotationLoadBalancerSourceRangesKey: "10.9.0.0/16, 10.8.0.0/16"}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.50.1"}}
+			})},
+			slices: []*discoveryv1.EndpointSlice{slice("default", "web", "http", v1.ProtocolTCP, 8080, three...),
+				slice("default", "annotated", "http", v1.ProtocolTCP, 8080, three...)},
+			input: func(in *Input) { in.NodeIP = netip.MustParseAddr("192.168.7.10") },
+		},
+		{
+			name:     "nodeport-addresses",
+			services: []*v1.Service{svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}, nodePort(30080))},
+			slices:   []*discoveryv1.EndpointSlice{slice("default", "web", "http", v1.ProtocolTCP, 8080, three...)},
+			input: func(in *Input) {
+				in.NodePortAddresses = []netip.Addr{netip.MustParseAddr("192.168.7.10"), netip.MustParseAddr("10.0.0.4")}
+			},
+		},
+		{
 			name: "session-affinity",
 			services: []*v1.Service{svc("default", "sticky", "10.43.0.40", []v1.ServicePort{tcp("", 80)}, func(s *v1.Service) {
 				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
@@ -150,11 +177,17 @@ func TestComputeGolden(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := BuildInput(clusterCIDR, serviceCIDR, "n1", tc.services, tc.slices)
-			got := Compute(in).Transaction(nil, nil)
+			build := func() Input {
+				in := BuildInput(clusterCIDR, serviceCIDR, "n1", tc.services, tc.slices)
+				if tc.input != nil {
+					tc.input(&in)
+				}
+				return in
+			}
+			got := Compute(build()).Transaction(nil, nil)
 			golden(t, filepath.Join("testdata", tc.name+".txt"), got)
 			// The ruleset is deterministic.
-			if again := Compute(BuildInput(clusterCIDR, serviceCIDR, "n1", tc.services, tc.slices)).Transaction(nil, nil); again != got {
+			if again := Compute(build()).Transaction(nil, nil); again != got {
 				t.Errorf("second Compute differs:\n%s", cmp.Diff(got, again))
 			}
 		})

@@ -34,6 +34,8 @@ type Flags struct {
 	SyncPeriod       time.Duration
 	MinSyncPeriod    time.Duration
 	MetricsAddress   string
+	HealthzAddress   string
+	NodePortAddrs    []string
 	Cleanup          bool
 	NetworkPolicy    bool
 }
@@ -47,6 +49,7 @@ func DefaultFlags() Flags {
 		SyncPeriod:     proxy.DefaultSyncPeriod,
 		MinSyncPeriod:  proxy.DefaultMinSyncPeriod,
 		MetricsAddress: "127.0.0.1:10249",
+		HealthzAddress: proxy.DefaultHealthzAddress,
 	}
 }
 
@@ -56,6 +59,7 @@ type Config struct {
 	NodeName       string
 	Proxy          proxy.Options
 	MetricsAddress string
+	HealthzAddress string
 	Cleanup        bool
 	NetworkPolicy  bool
 }
@@ -63,7 +67,7 @@ type Config struct {
 // Config validates the flags.
 func (f Flags) Config() (Config, error) {
 	var errs []error
-	cfg := Config{Kubeconfig: f.Kubeconfig, MetricsAddress: f.MetricsAddress, Cleanup: f.Cleanup, NetworkPolicy: f.NetworkPolicy}
+	cfg := Config{Kubeconfig: f.Kubeconfig, MetricsAddress: f.MetricsAddress, HealthzAddress: f.HealthzAddress, Cleanup: f.Cleanup, NetworkPolicy: f.NetworkPolicy}
 	if !f.Cleanup && strings.TrimSpace(f.Kubeconfig) == "" {
 		errs = append(errs, errors.New("--kubeconfig is required"))
 	}
@@ -85,6 +89,11 @@ func (f Flags) Config() (Config, error) {
 	cfg.NodeName = strings.ToLower(cfg.NodeName)
 	cfg.Proxy = proxy.Options{NodeName: cfg.NodeName, ClusterCIDR: cluster.Masked(), ServiceCIDR: service.Masked(),
 		SyncPeriod: f.SyncPeriod, MinSyncPeriod: f.MinSyncPeriod}
+	cidrs, primary, err := proxy.ParseNodePortAddresses(f.NodePortAddrs)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Proxy.NodePortCIDRs, cfg.Proxy.NodePortPrimary = cidrs, primary
 	return cfg, errors.Join(errs...)
 }
 
@@ -119,6 +128,8 @@ ip skiff-netpol), as the node agent does. SIGINT or SIGTERM stops it.`,
 	fs.DurationVar(&f.SyncPeriod, "sync-period", f.SyncPeriod, "the longest time between two syncs of the rules")
 	fs.DurationVar(&f.MinSyncPeriod, "min-sync-period", f.MinSyncPeriod, "the shortest time between two syncs (changes in between are batched)")
 	fs.StringVar(&f.MetricsAddress, "metrics-bind-address", f.MetricsAddress, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
+	fs.StringVar(&f.HealthzAddress, "healthz-bind-address", f.HealthzAddress, "host:port for kube-proxy's /healthz and /livez (JSON, 503 when a change waits too long to be programmed; empty disables)")
+	fs.StringSliceVar(&f.NodePortAddrs, "nodeport-addresses", nil, "CIDRs of the local addresses NodePorts (and health-check ports) answer on, or \"primary\" for the node's address (default: every local address but loopback)")
 	fs.BoolVar(&f.Cleanup, "cleanup", false, "remove Skiff's proxy and NetworkPolicy tables and exit")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", false, "also enforce NetworkPolicy for this node's pods")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -158,6 +169,13 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	p := proxy.New(client, cfg.Proxy)
+	if cfg.HealthzAddress != "" {
+		addr, err := p.ServeHealth(ctx, cfg.HealthzAddress)
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).V(1).Info("Serving healthz", "address", addr)
+	}
 	go func() { errc <- p.Start(ctx) }()
 	n := 1
 	if cfg.NetworkPolicy {

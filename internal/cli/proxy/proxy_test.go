@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,10 @@ func TestFlagsConfig(t *testing.T) {
 		{name: "cleanup needs no kubeconfig", mutate: func(f *Flags) { f.Cleanup = true }},
 		{name: "no kubeconfig", mutate: func(*Flags) {}, wantErr: "--kubeconfig is required"},
 		{name: "bad cidr", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.ClusterCIDR = "10.42.0.0" }, wantErr: "--cluster-cidr"},
+		{name: "nodeport addresses primary", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"primary"} }},
+		{name: "nodeport addresses cidrs", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"10.0.0.0/8", "192.168.1.0/24"} }},
+		{name: "nodeport addresses bad", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"eth0"} }, wantErr: "--nodeport-addresses"},
+		{name: "nodeport addresses primary and cidrs", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"primary", "10.0.0.0/8"} }, wantErr: "cannot be combined"},
 		{name: "periods", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.SyncPeriod = time.Millisecond }, wantErr: "--sync-period"},
 	}
 	for _, tc := range tests {
@@ -27,8 +32,11 @@ func TestFlagsConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.Proxy.ClusterCIDR.String() != "10.42.0.0/16" || cfg.Proxy.MinSyncPeriod != time.Second || cfg.NodeName == "" {
+				if cfg.Proxy.ClusterCIDR.String() != "10.42.0.0/16" || cfg.Proxy.MinSyncPeriod != time.Second || cfg.NodeName == "" || cfg.HealthzAddress != "0.0.0.0:10256" {
 					t.Errorf("config: %+v", cfg)
+				}
+				if got := fmt.Sprint(cfg.Proxy.NodePortPrimary, cfg.Proxy.NodePortCIDRs); len(f.NodePortAddrs) > 0 && got != map[bool]string{true: "true []", false: "false [10.0.0.0/8 192.168.1.0/24]"}[f.NodePortAddrs[0] == "primary"] {
+					t.Errorf("nodeport addresses %v: %s", f.NodePortAddrs, got)
 				}
 				return
 			}

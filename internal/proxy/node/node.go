@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/netpol"
 	"github.com/skiff-sh/skiff/internal/proxy"
@@ -22,6 +23,10 @@ type Options struct {
 	// DisableNetworkPolicy leaves NetworkPolicy unenforced.
 	DisableNetworkPolicy bool
 	Metrics              prometheus.Registerer
+	// HealthzAddress serves the proxy's /healthz and /livez (default
+	// kube-proxy's 0.0.0.0:10256; "-" serves nothing). A port that cannot
+	// be bound is logged, not fatal.
+	HealthzAddress string
 }
 
 // Services is the proxy and the enforcer of one node.
@@ -29,6 +34,7 @@ type Services struct {
 	proxier  *proxy.Proxier
 	enforcer *netpol.Enforcer
 	ready    chan struct{}
+	healthz  string
 }
 
 // New builds them from a client config (user agent skiff-proxy); it
@@ -42,7 +48,10 @@ func New(restConfig *rest.Config, opts Options) (*Services, error) {
 	}
 	po := opts.Proxy
 	po.NodeName, po.Metrics = opts.NodeName, opts.Metrics
-	s := &Services{proxier: proxy.New(client, po), ready: make(chan struct{})}
+	s := &Services{proxier: proxy.New(client, po), ready: make(chan struct{}), healthz: opts.HealthzAddress}
+	if s.healthz == "" {
+		s.healthz = proxy.DefaultHealthzAddress
+	}
 	if !opts.DisableNetworkPolicy {
 		s.enforcer = netpol.New(client, netpol.Options{NodeName: opts.NodeName, Metrics: opts.Metrics})
 	}
@@ -57,6 +66,13 @@ func (s *Services) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
+	if s.healthz != "-" {
+		if addr, err := s.proxier.ServeHealth(ctx, s.healthz); err != nil {
+			klog.FromContext(ctx).Error(err, "Proxy healthz not served")
+		} else {
+			klog.FromContext(ctx).V(1).Info("Serving proxy healthz", "address", addr)
+		}
+	}
 	n := 1
 	go func() { errc <- s.proxier.Start(ctx) }()
 	readies := []<-chan struct{}{s.proxier.Ready()}
