@@ -26,6 +26,7 @@ help:
 	@echo "make run     install what is missing, build, run '$(BIN) server --data-dir $(DATA_DIR)' in the foreground"
 	@echo "make test    install what is missing, build, run every test (go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(TEST_PKGS))"
 	@echo "make clean   remove bin/"
+	@echo "make conformance  upstream's conformance suite against a fresh two-node cluster (docs/conformance.md)"
 
 setup:
 	@bash scripts/setup.sh
@@ -43,3 +44,10 @@ test: setup build
 
 clean:
 	rm -rf bin
+
+# Upstream's conformance suite (v1.37.2 e2e.test) against a fresh two-node
+# cluster; long, never part of test. FOCUS, SKIP, SERIAL=1, PROCS, KEEP=1:
+# see hack/conformance.sh and docs/conformance.md.
+.PHONY: conformance
+conformance:
+	bash hack/conformance.sh all

@@ -145,7 +145,7 @@ func layer(files []File) ([]byte, error) {
 	tw := tar.NewWriter(&buf)
 	for _, p := range paths {
 		f := entries[p]
-		h := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: int64(f.Mode.Perm()), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		h := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: tarMode(f.Mode), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		switch {
 		case f.Dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
@@ -167,6 +167,21 @@ func layer(files []File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// tarMode is f's permission bits with its setuid, setgid and sticky bits
+// in tar's encoding.
+func tarMode(m os.FileMode) int64 {
+	mode := int64(m.Perm())
+	for _, b := range []struct {
+		set os.FileMode
+		tar int64
+	}{{os.ModeSetuid, 0o4000}, {os.ModeSetgid, 0o2000}, {os.ModeSticky, 0o1000}} {
+		if m&b.set != 0 {
+			mode |= b.tar
+		}
+	}
+	return mode
 }
 
 // ImportOptions tune Import.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -58,5 +59,33 @@ func TestBuildLayerAndDeterminism(t *testing.T) {
 	}
 	if cfg.OS != "linux" || len(cfg.RootFS.DiffIDs) != 1 || !cmp.Equal(cfg.Config.Cmd, []string{"sh"}) {
 		t.Errorf("config = %+v", cfg)
+	}
+}
+
+// A setuid program (upstream's nonewprivs test image) keeps its setuid bit.
+func TestLayerKeepsSpecialModeBits(t *testing.T) {
+	img, err := Build([]File{
+		{Path: "/usr/local/bin/nnp", Mode: 0o755 | os.ModeSetuid | os.ModeSetgid, Data: []byte("x")},
+		{Path: "/tmp", Dir: true, Mode: 0o777 | os.ModeSticky},
+		{Path: "/bin/sh", Mode: 0o755, Data: []byte("x")},
+	}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	tr := tar.NewReader(mutate.Extract(img))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = h.Mode
+	}
+	want := map[string]int64{"usr": 0o755, "usr/local": 0o755, "usr/local/bin": 0o755, "usr/local/bin/nnp": 0o6755, "tmp": 0o1777, "bin": 0o755, "bin/sh": 0o755}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("modes (-want +got):\n%s", diff)
 	}
 }

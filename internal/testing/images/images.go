@@ -36,10 +36,21 @@ var busybox struct {
 	err   error
 }
 
-// BusyboxFiles are the files of the busybox image: the binary, a link per
-// applet, /etc/passwd and /etc/group with root and nobody, and /tmp.
+// BusyboxFiles are the files of the busybox image (LoadBusyboxFiles); a
+// test is skipped when Debian's busybox-static is missing.
 func BusyboxFiles(t testing.TB) []agentimages.File {
 	t.Helper()
+	files, err := LoadBusyboxFiles()
+	if err != nil {
+		t.Skipf("busybox image needs Debian's busybox-static at %s: %v", BusyboxPath, err)
+	}
+	return files
+}
+
+// LoadBusyboxFiles returns the files of the busybox image: the binary, a
+// link per applet, /etc/passwd and /etc/group with root and nobody, and
+// /tmp. They are read once per process.
+func LoadBusyboxFiles() ([]agentimages.File, error) {
 	busybox.once.Do(func() {
 		bin, err := os.ReadFile(BusyboxPath)
 		if err != nil {
@@ -66,10 +77,7 @@ func BusyboxFiles(t testing.TB) []agentimages.File {
 		}
 		busybox.files = files
 	})
-	if busybox.err != nil {
-		t.Skipf("busybox image needs Debian's busybox-static at %s: %v", BusyboxPath, busybox.err)
-	}
-	return busybox.files
+	return busybox.files, busybox.err
 }
 
 // Busybox writes the busybox image as a docker-archive tarball into a

@@ -1,0 +1,62 @@
+// Command conformance-images writes the container images upstream's
+// conformance tests use (see internal/testing/images.ConformanceImages) as
+// docker-archive tarballs, for a node agent to import. hack/conformance.sh
+// runs it; the programs and Debian packages it packs are its inputs.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	agentimages "github.com/skiff-sh/skiff/internal/agent/images"
+	testimages "github.com/skiff-sh/skiff/internal/testing/images"
+)
+
+func main() {
+	var src testimages.ConformanceSources
+	flag.StringVar(&src.Agnhost, "agnhost", "", "static agnhost binary")
+	flag.StringVar(&src.Nnp, "nnp", "", "static nonewprivs (nnp) binary")
+	flag.StringVar(&src.KubeImages, "kube-images", "", "k8s.io/kubernetes's test/images directory")
+	flag.StringVar(&src.DebRoot, "deb-root", "", "directory with the Debian packages unpacked (dpkg -x)")
+	out := flag.String("out", "", "directory to write the tarballs into")
+	flag.Parse()
+	if err := run(src, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance-images:", err)
+		os.Exit(1)
+	}
+}
+
+func run(src testimages.ConformanceSources, out string) error {
+	if out == "" || src.Agnhost == "" || src.Nnp == "" || src.KubeImages == "" || src.DebRoot == "" {
+		return fmt.Errorf("-agnhost, -nnp, -kube-images, -deb-root and -out are required")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	specs, err := testimages.ConformanceImages(src)
+	if err != nil {
+		return err
+	}
+	busybox, err := testimages.LoadBusyboxFiles()
+	if err != nil {
+		return err
+	}
+	specs = append(specs, testimages.ImageSpec{
+		File:  "busybox.tar",
+		Refs:  append([]string{testimages.BusyboxRef}, testimages.BusyboxAliases...),
+		Files: busybox,
+		Config: agentimages.Config{
+			Cmd: []string{"sh"},
+			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		},
+	})
+	for _, s := range specs {
+		p, err := s.WriteTo(out)
+		if err != nil {
+			return err
+		}
+		fmt.Println(p, s.Refs)
+	}
+	return nil
+}
