@@ -398,7 +398,7 @@ func (c *customResources) publish() {
 		}
 		docs = append(docs, c.served[name].openapi...)
 	}
-	c.srv.disco.SetResources(resources)
+	c.srv.aggregation.publishLocal(resources) // discovery, with the remote group versions
 	if err := c.srv.openapi.SetCustom(docs); err != nil {
 		klog.Background().Error(err, "publish the OpenAPI of custom resources")
 	}

@@ -111,6 +111,11 @@ type Config struct {
 	DisablePriorityAndFairness   bool
 	HTTP2MaxStreamsPerConnection int
 	EtcdCallTimeout              time.Duration
+	// Aggregation, when set, gives API aggregation its front-proxy
+	// identity and the extension-apiserver-authentication ConfigMap
+	// (aggregation.go); without it remote APIServices are proxied with no
+	// client certificate.
+	Aggregation *AggregationConfig
 }
 
 // Server is a running (or ready to run) API server.
@@ -130,7 +135,8 @@ type Server struct {
 	alloc    *allocator.Services
 	// serviceAccounts is nil without Config.ServiceAccounts.
 	serviceAccounts *serviceAccounts
-	custom   *customResources // served for CustomResourceDefinitions
+	custom          *customResources // served for CustomResourceDefinitions
+	aggregation     *aggregation     // APIServices and remote group versions (aggregation.go)
 
 	resources []registry.Resource
 	handlers  map[schema.GroupVersionResource]*resourceHandler
@@ -246,6 +252,7 @@ func New(cfg Config) (*Server, error) {
 	alloc.Claimer = ipClaimer{srv: s} // ClusterIPs as IPAddress objects (ipaddress.go)
 	s.custom = newCustomResources(s)  // CRDs (customresources.go)
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
+	s.aggregation = newAggregation(s) // APIServices (aggregation.go)
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
@@ -352,7 +359,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom, s.resourceMetrics} {
+	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom, s.resourceMetrics, s.aggregation} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

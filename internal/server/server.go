@@ -163,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// API aggregation's front proxy (pki/front-proxy-*).
+	frontProxy, err := bundle.EnsureFrontProxy(pki.Options{})
+	if err != nil {
+		return err
+	}
 	// Joining nodes: bootstrap tokens, and the CA sent with the serving
 	// certificate so an agent can check it by its token (internal/server/join).
 	joiner := join.New(bundle.CA.Raw)
@@ -179,6 +184,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		BindAddress:        cfg.BindAddress,
 		Port:               cfg.Port,
 		KubeletClientTLS:   kubeletTLS,
+		Aggregation:        &apiserver.AggregationConfig{ProxyClientCert: frontProxy.Client, RequestHeaderCAPEM: frontProxy.CAPEM, ClientCAPEM: bundle.CAPEM},
 		AuthorizationModes: cfg.AuthorizationModes,
 		ServiceAccounts:    saConfig,
 	}))
@@ -258,7 +264,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
-	svcHandles, err := launchServices(ctx, cfg.Services, bundle.AdminRESTConfig(serverURL), bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
+	svcHandles, err := launchServices(ctx, cfg.Services, serviceIdentities(bundle, serverURL), api, bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
 	if err != nil {
 		return err
 	}

@@ -33,15 +33,12 @@ var updateUpstream = flag.Bool("update-upstream", false,
 // does not serve yet, with the issue that adds them. The test fails when
 // one of them appears, so that whoever adds it removes it from here.
 var knownGaps = map[string]string{
-	"apiservices.apiregistration.k8s.io":                           "#13",
 	"mutatingadmissionpolicies.admissionregistration.k8s.io":       "#13",
 	"mutatingadmissionpolicybindings.admissionregistration.k8s.io": "#13",
 }
 
 // knownVersionGaps are the group versions that only known gaps serve.
-var knownVersionGaps = map[string]string{
-	"apiregistration.k8s.io/v1": "#13",
-}
+var knownVersionGaps = map[string]string{}
 
 // skiffAdditions are resources Skiff serves that upstream does not by
 // itself: the resource metrics API, which upstream clusters get from

@@ -7,6 +7,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/admissionregistration"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiregistration"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apps"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/authentication"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/authorization"
@@ -43,6 +44,7 @@ func Groups() []Group {
 		binding.Resources,               // "" (core/v1 bindings)
 		admissionregistration.Resources, // admissionregistration.k8s.io
 		apiextensions.Resources,         // apiextensions.k8s.io
+		apiregistration.Resources,       // apiregistration.k8s.io (APIServices)
 		apps.Resources,                  // apps
 		authentication.Resources,        // authentication.k8s.io
 		authorization.Resources,         // authorization.k8s.io

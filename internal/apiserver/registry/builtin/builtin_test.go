@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
@@ -99,6 +100,9 @@ func kindOf(t *testing.T, obj runtime.Object) schema.GroupVersionKind {
 		t.Fatal(err)
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiregv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	kinds, _, err := s.ObjectKinds(obj)
