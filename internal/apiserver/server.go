@@ -67,9 +67,13 @@ type Config struct {
 	// authenticated user).
 	Authorizer authz.Authorizer
 	// AuthorizationModes, when Authorizer is nil, are the modes asked in
-	// order (authorization.go: AlwaysAllow, Node, RBAC; default
-	// AlwaysAllow), after the system:masters superuser check.
+	// order (authorization.go: AlwaysAllow, AlwaysDeny, Node, RBAC, ABAC,
+	// Webhook; default AlwaysAllow), after the system:masters superuser
+	// check.
 	AuthorizationModes []string
+	// Authorization holds the ABAC policy file, the webhook's options, or
+	// a structured AuthorizationConfiguration (authorization.go).
+	Authorization AuthorizationOptions
 	// Registerer receives the server's metrics (default: a new registry).
 	Registry *prometheus.Registry
 	// WatchBookmarkInterval is how often watchers that allow bookmarks get

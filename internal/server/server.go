@@ -86,6 +86,9 @@ type Config struct {
 	// AuthorizationModes are the API server's (--authorization-mode; empty:
 	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
 	AuthorizationModes []string
+	// Authorization: the ABAC policy, the webhook authorizer or a
+	// structured AuthorizationConfiguration (apiserver.AuthorizationOptions).
+	Authorization apiserver.AuthorizationOptions
 	// ServiceAccounts configures service-account tokens (serviceaccounts.go).
 	ServiceAccounts ServiceAccountsConfig
 }
@@ -186,6 +189,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		KubeletClientTLS:   kubeletTLS,
 		Aggregation:        &apiserver.AggregationConfig{ProxyClientCert: frontProxy.Client, RequestHeaderCAPEM: frontProxy.CAPEM, ClientCAPEM: bundle.CAPEM},
 		AuthorizationModes: cfg.AuthorizationModes,
+		Authorization:      cfg.Authorization,
 		ServiceAccounts:    saConfig,
 	}))
 	if err != nil {
@@ -264,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
-	svcHandles, err := launchServices(ctx, cfg.Services, bundle.AdminRESTConfig(serverURL), bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
+	svcHandles, err := launchServices(ctx, cfg.Services, serviceIdentities(bundle, serverURL), api, bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,9 @@
 // handler builds Attributes from the request, asks the configured
 // Authorizer, and answers 403 (ForbiddenMessage) unless the decision is
 // Allow. The modes (--authorization-mode) are AlwaysAllow
-// (AlwaysAllowAuthenticated), Node (package node) and RBAC (package rbac),
-// asked in order by Union after the system:masters superuser check.
+// (AlwaysAllowAuthenticated), AlwaysDeny, Node (package node), RBAC
+// (package rbac), ABAC (package abac) and Webhook (package webhook), asked
+// in order by Union after the system:masters superuser check.
 package authz
 
 import (
@@ -88,6 +89,20 @@ func alwaysAllowAuthenticated(_ context.Context, a Attributes) (Decision, string
 		return NoOpinion, "", nil
 	}
 	return Allow, "", nil
+}
+
+// AlwaysDeny is upstream's AlwaysDeny mode: no opinion on anything (so a
+// request nothing else allows is refused), "Everything is forbidden.".
+var AlwaysDeny Authorizer = alwaysDeny{}
+
+type alwaysDeny struct{}
+
+func (alwaysDeny) Authorize(context.Context, Attributes) (Decision, string, error) {
+	return NoOpinion, "Everything is forbidden.", nil
+}
+
+func (alwaysDeny) RulesFor(context.Context, *authn.User, string) ([]rbacv1.PolicyRule, bool, error) {
+	return nil, false, nil
 }
 
 // RuleResolver lists the rules that apply to a user in a namespace, for

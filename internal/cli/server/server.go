@@ -72,6 +72,9 @@ type Flags struct {
 	// AuthorizationMode is the API server's comma-separated authorization
 	// modes (Node, RBAC, AlwaysAllow), asked in order.
 	AuthorizationMode string
+	// Authorization: ABAC, webhook and structured authorization
+	// (authorization.go).
+	Authorization AuthorizationFlags
 
 	// Service-account tokens, named as kube-apiserver's flags.
 	ServiceAccountKeyFiles       []string
@@ -110,6 +113,7 @@ func DefaultFlags() Flags {
 		NodeStartupGrace:     c.NodeStartupGracePeriod,
 		NodeEvictionRate:     c.NodeEvictionRate,
 		AuthorizationMode:    strings.Join(apiserver.DefaultAuthorizationModes, ","),
+		Authorization:        defaultAuthorizationFlags(),
 		Overload:             defaultOverloadFlags(),
 	}
 }
@@ -171,7 +175,8 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
-	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), AlwaysAllow (every authenticated user may do everything)")
+	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), ABAC (--authorization-policy-file), Webhook (--authorization-webhook-config-file), AlwaysAllow (every authenticated user may do everything), AlwaysDeny")
+	f.Authorization.addFlags(fs)
 	fs.StringArrayVar(&f.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM file of public keys (or private keys, or certificates) that verify service-account tokens; repeatable. The signing key always verifies too")
 	fs.StringVar(&f.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM private key (RSA or ECDSA) that signs service-account tokens (default <data-dir>/pki/sa.key, created at the first start)")
 	fs.StringArrayVar(&f.ServiceAccountIssuers, "service-account-issuer", nil, "issuer (iss) of service-account tokens; repeatable: the first signs new tokens, all are accepted (default "+satoken.DefaultIssuer+")")
@@ -294,7 +299,7 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	authzModes, err := apiserver.ParseAuthorizationModes(f.AuthorizationMode)
+	authzModes, authzOpts, err := f.Authorization.options(f.AuthorizationMode)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
 	}
@@ -336,6 +341,7 @@ func (f Flags) Config() (server.Config, error) {
 		},
 		SchedulerConfig:    schedCfg,
 		AuthorizationModes: authzModes,
+		Authorization:      authzOpts,
 		Security:           security,
 		Overload:           overload,
 		ServiceAccounts: server.ServiceAccountsConfig{

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
+	"net/http/pprof"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -47,8 +47,21 @@ type Options struct {
 	Certificate    *tls.Certificate
 	// ClientCA verifies client certificates (required).
 	ClientCA *x509.CertPool
-	// AllowedUsers and AllowedGroups may use the API (default: the API
-	// server's kubelet client and system:masters).
+	// APIClient, when set, is how the API is guarded as upstream's kubelet
+	// with webhook authentication and authorization: bearer tokens are
+	// checked with a TokenReview, and every request is authorized with a
+	// SubjectAccessReview on this node's nodes/<subresource> (see
+	// attributesOf), both asked of the API server and cached
+	// (AuthenticationCacheTTL, AuthorizedCacheTTL, UnauthorizedCacheTTL;
+	// default upstream's 2 min, 5 min, 30 s). Client certificates signed by
+	// ClientCA always authenticate.
+	APIClient              kubernetes.Interface
+	AuthenticationCacheTTL time.Duration
+	AuthorizedCacheTTL     time.Duration
+	UnauthorizedCacheTTL   time.Duration
+	// AllowedUsers and AllowedGroups may use the API when APIClient is nil
+	// (default: the API server's kubelet client and system:masters); then
+	// only client certificates authenticate.
 	AllowedUsers  []string
 	AllowedGroups []string
 	// NodeName is reported in /stats/summary.
@@ -102,7 +115,20 @@ func New(host Host, runtime internalapi.RuntimeService, images internalapi.Image
 		opts.StreamIdleTimeout = 4 * time.Hour
 	}
 	s := &Server{host: host, runtime: runtime, images: images, opts: opts, ready: make(chan struct{})}
-	s.handler = s.authenticated(s.routes())
+	if opts.AuthenticationCacheTTL == 0 {
+		opts.AuthenticationCacheTTL = DefaultAuthenticationCacheTTL
+	}
+	if opts.AuthorizedCacheTTL == 0 {
+		opts.AuthorizedCacheTTL = DefaultAuthorizedCacheTTL
+	}
+	if opts.UnauthorizedCacheTTL == 0 {
+		opts.UnauthorizedCacheTTL = DefaultUnauthorizedCacheTTL
+	}
+	s.opts = opts
+	authn := &authenticator{reviews: opts.APIClient, clock: opts.Clock, ttl: opts.AuthenticationCacheTTL, cache: map[[32]byte]tokenAnswer{}}
+	authz := &authorizer{reviews: opts.APIClient, nodeName: opts.NodeName, users: opts.AllowedUsers, groups: opts.AllowedGroups,
+		clock: opts.Clock, allowTTL: opts.AuthorizedCacheTTL, denyTTL: opts.UnauthorizedCacheTTL, cache: map[string]sarAnswer{}}
+	s.handler = authFilter(authn, authz, s.routes())
 	return s, nil
 }
 
@@ -183,57 +209,16 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.Handle("GET /metrics/cadvisor", s.cadvisorHandler())
 	mux.Handle("GET /metrics/resource", s.resourceHandler())
+	// Upstream's profiling handlers (enableDebuggingHandlers and
+	// enableProfilingHandler, both on by default), authorized as
+	// nodes/proxy. The agent shares its process with the control plane in
+	// `skiff server`, so the profiles cover both.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
-}
-
-// authenticated admits requests with a client certificate the CA signed
-// (401 otherwise) whose user may use the API (403 otherwise, worded as
-// upstream's kubelet authorizer).
-func (s *Server) authenticated(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		subject := r.TLS.VerifiedChains[0][0].Subject
-		user, groups := subject.CommonName, subject.Organization
-		if !slices.Contains(s.opts.AllowedUsers, user) && !slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(s.opts.AllowedGroups, g) }) {
-			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=[%s])", user, verbOf(r.Method), subresourceOf(r.URL.Path))
-			http.Error(w, msg, http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func verbOf(method string) string {
-	switch method {
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		return "delete"
-	default:
-		return "get"
-	}
-}
-
-// subresourceOf maps a path to the nodes subresource upstream's kubelet
-// authorizes it as.
-func subresourceOf(path string) string {
-	switch {
-	case strings.HasPrefix(path, "/stats"):
-		return "stats"
-	case strings.HasPrefix(path, "/metrics"):
-		return "metrics"
-	case strings.HasPrefix(path, "/logs"):
-		return "log"
-	default:
-		return "proxy"
-	}
 }
 
 func (s *Server) servePods(w http.ResponseWriter, _ *http.Request) {
