@@ -30,6 +30,7 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 		podSecurity,
 		admission.NewDefaultStorageClass(r),
 		admission.StorageObjectInUseProtection{},
+		admission.NewPersistentVolumeClaimResize(r),
 		admission.NewRuntimeClass(r),
 		admission.NewDefaultIngressClass(r),
 	}

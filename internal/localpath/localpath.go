@@ -18,6 +18,18 @@
 // removes its directory and then deletes the PersistentVolume (UID
 // precondition). Retain leaves both.
 //
+// The same agent is the volumes' resizer, in the part CSI's external-resizer
+// plays: when a bound claim asks for more storage than its status holds
+// (PersistentVolumeClaimResize admission allowed it: the class says
+// allowVolumeExpansion, as `local-path` does), it records the resize in
+// progress on the claim (allocatedResources, allocatedResourceStatuses
+// ControllerResizeInProgress, condition Resizing), grows the volume's
+// capacity, and then marks the claim done (status.capacity, the in-progress
+// status and condition removed), with the events Resizing and
+// VolumeResizeSuccessful. A directory has no size of its own, so there is
+// no file system to grow and no node step (FileSystemResizePending never
+// appears); the sizes are what the claim and volume say.
+//
 // Why the agent and not the controller manager: the directory lives on the
 // node and the controller manager may run elsewhere (or the node's data
 // directory may differ from the server's), and a helper pod would need an
@@ -34,12 +46,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
@@ -75,6 +89,8 @@ func StorageClass() *storagev1.StorageClass {
 		Provisioner:       ProvisionerName,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		// The agent resizes its volumes (see the package comment).
+		AllowVolumeExpansion: ptr.To(true),
 	}
 }
 
@@ -122,8 +138,13 @@ func New(client kubernetes.Interface, nodeName, root string, opts Options) (*Pro
 	p.recorder = p.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ProvisionerName + "_" + nodeName})
 
 	onClaim := func(obj any) {
-		if c, ok := obj.(*corev1.PersistentVolumeClaim); ok && p.wantsVolume(c) {
+		c, ok := obj.(*corev1.PersistentVolumeClaim)
+		switch {
+		case !ok:
+		case p.wantsVolume(c):
 			p.queue.Add("claim/" + c.Namespace + "/" + c.Name)
+		case wantsResize(c):
+			p.queue.Add("resize/" + c.Namespace + "/" + c.Name)
 		}
 	}
 	if _, err := pvcs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -182,6 +203,8 @@ func (p *Provisioner) next(ctx context.Context) bool {
 		err = p.syncClaim(ctx, rest)
 	case "volume":
 		err = p.syncVolume(ctx, rest)
+	case "resize":
+		err = p.syncResize(ctx, rest)
 	}
 	if err == nil {
 		p.queue.Forget(key)
@@ -279,6 +302,104 @@ func (p *Provisioner) syncVolume(ctx context.Context, name string) error {
 		klog.FromContext(ctx).V(2).Info("Deleted volume", "volume", v.Name, "path", dir)
 	}
 	return err
+}
+
+// wantsResize: a bound claim that asks for more storage than its status
+// holds.
+func wantsResize(c *corev1.PersistentVolumeClaim) bool {
+	if c.Spec.VolumeName == "" || c.Status.Phase != corev1.ClaimBound || c.DeletionTimestamp != nil {
+		return false
+	}
+	want, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	have := c.Status.Capacity[corev1.ResourceStorage]
+	return ok && want.Cmp(have) > 0
+}
+
+// syncResize grows a claim's volume of this node to what the claim asks:
+// the claim marked in progress, the volume's capacity, the claim marked
+// done. Each step is idempotent, so a sync cut short is finished by the
+// next one.
+func (p *Provisioner) syncResize(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	claim, err := p.claims.PersistentVolumeClaims(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !wantsResize(claim) {
+		return nil
+	}
+	v, err := p.volumes.Get(claim.Spec.VolumeName)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !p.ours(v) || v.Spec.ClaimRef == nil || v.Spec.ClaimRef.UID != claim.UID {
+		return nil
+	}
+	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	claim = claim.DeepCopy()
+	if claim.Status.AllocatedResourceStatuses[corev1.ResourceStorage] != corev1.PersistentVolumeClaimControllerResizeInProgress {
+		p.recorder.Event(claim, corev1.EventTypeNormal, "Resizing", fmt.Sprintf("External resizer is resizing volume %s", v.Name))
+		MarkResizing(claim, want, metav1.Now())
+		if claim, err = p.client.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	}
+	if have := v.Spec.Capacity[corev1.ResourceStorage]; want.Cmp(have) > 0 {
+		v = v.DeepCopy()
+		v.Spec.Capacity[corev1.ResourceStorage] = want
+		if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, v, metav1.UpdateOptions{}); err != nil {
+			p.recorder.Event(claim, corev1.EventTypeWarning, "VolumeResizeFailed", fmt.Sprintf("resize volume %q by resizer %q failed: %v", v.Name, ProvisionerName, err))
+			return err
+		}
+	}
+	MarkResized(claim, want)
+	if _, err := p.client.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Resized volume", "claim", klog.KObj(claim), "volume", v.Name, "size", want.String())
+	p.recorder.Event(claim, corev1.EventTypeNormal, "VolumeResizeSuccessful", fmt.Sprintf("resize volume %q by resizer %q finished successfully", v.Name, ProvisionerName))
+	return nil
+}
+
+// MarkResizing records on a claim's status that the controller side of a
+// resize to size is under way, as external-resizer does.
+func MarkResizing(claim *corev1.PersistentVolumeClaim, size resource.Quantity, now metav1.Time) {
+	if claim.Status.AllocatedResources == nil {
+		claim.Status.AllocatedResources = corev1.ResourceList{}
+	}
+	claim.Status.AllocatedResources[corev1.ResourceStorage] = size
+	if claim.Status.AllocatedResourceStatuses == nil {
+		claim.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{}
+	}
+	claim.Status.AllocatedResourceStatuses[corev1.ResourceStorage] = corev1.PersistentVolumeClaimControllerResizeInProgress
+	claim.Status.Conditions = slices.DeleteFunc(claim.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+		return c.Type == corev1.PersistentVolumeClaimResizing
+	})
+	claim.Status.Conditions = append(claim.Status.Conditions, corev1.PersistentVolumeClaimCondition{
+		Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue, LastTransitionTime: now,
+	})
+}
+
+// MarkResized records a finished resize to size: the capacity, and no
+// resize status or condition left.
+func MarkResized(claim *corev1.PersistentVolumeClaim, size resource.Quantity) {
+	if claim.Status.Capacity == nil {
+		claim.Status.Capacity = corev1.ResourceList{}
+	}
+	claim.Status.Capacity[corev1.ResourceStorage] = size
+	delete(claim.Status.AllocatedResourceStatuses, corev1.ResourceStorage)
+	if len(claim.Status.AllocatedResourceStatuses) == 0 {
+		claim.Status.AllocatedResourceStatuses = nil
+	}
+	claim.Status.Conditions = slices.DeleteFunc(claim.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+		return c.Type == corev1.PersistentVolumeClaimResizing || c.Type == corev1.PersistentVolumeClaimFileSystemResizePending
+	})
 }
 
 // Volume is the PersistentVolume for claim on node, under root.

@@ -150,3 +150,73 @@ func TestRetainKeepsDirectory(t *testing.T) {
 		t.Error("a released Delete volume would be kept")
 	}
 }
+
+// TestResize runs the provisioner on a fake clientset: a bound claim of
+// this node's volume that asks for more storage gets it, on the volume and
+// in the claim's status, with nothing left in progress.
+func TestResize(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "storage")
+	c := claim("n1")
+	pv, err := Volume(c, StorageClass(), "n1", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.VolumeName = pv.Name
+	c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}
+	c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("5Gi")
+	client := fake.NewClientset(StorageClass(), c, pv)
+	p, err := New(client, "n1", root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	five := resource.MustParse("5Gi")
+	var got *corev1.PersistentVolumeClaim
+	waitFor(t, "the claim's new capacity", func() bool {
+		got, err = client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "data", metav1.GetOptions{})
+		q := got.Status.Capacity[corev1.ResourceStorage]
+		return err == nil && q.Cmp(five) == 0
+	})
+	if q := got.Status.AllocatedResources[corev1.ResourceStorage]; q.Cmp(five) != 0 {
+		t.Errorf("allocatedResources %s, want 5Gi", q.String())
+	}
+	if len(got.Status.AllocatedResourceStatuses) != 0 || len(got.Status.Conditions) != 0 {
+		t.Errorf("resize left status %v and conditions %v", got.Status.AllocatedResourceStatuses, got.Status.Conditions)
+	}
+	v, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := v.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(five) != 0 {
+		t.Errorf("volume capacity %s, want 5Gi", q.String())
+	}
+}
+
+func TestWantsResize(t *testing.T) {
+	bound := func(request, capacity string) *corev1.PersistentVolumeClaim {
+		c := claim("n1")
+		c.Spec.VolumeName = "pv"
+		c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(request)
+		c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}}
+		return c
+	}
+	pending := claim("n1")
+	for _, tc := range []struct {
+		name  string
+		claim *corev1.PersistentVolumeClaim
+		want  bool
+	}{
+		{"larger request", bound("3Gi", "2Gi"), true},
+		{"same size", bound("2Gi", "2Gi"), false},
+		{"smaller request (recovering from a failed resize)", bound("1Gi", "2Gi"), false},
+		{"unbound", pending, false},
+	} {
+		if got := wantsResize(tc.claim); got != tc.want {
+			t.Errorf("%s: wantsResize %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

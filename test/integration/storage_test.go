@@ -19,6 +19,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/volume/ephemeral"
+	"github.com/skiff-sh/skiff/internal/controller/volume/expand"
 	"github.com/skiff-sh/skiff/internal/controller/volume/persistentvolume"
 	"github.com/skiff-sh/skiff/internal/localpath"
 	"github.com/skiff-sh/skiff/internal/simulate"
@@ -33,10 +34,12 @@ import (
 func TestStorage(t *testing.T) {
 	c := startCluster(t)
 	cs := c.Clientset()
-	runMaintControllers(t, c, controllercontext.Options{}, persistentvolume.New, ephemeral.New)
+	runMaintControllers(t, c, controllercontext.Options{}, persistentvolume.New, ephemeral.New, expand.New)
 	schedRunSimNodes(t, c, simulate.Options{Nodes: 2, NamePrefix: "stor-"})
 	schedRunScheduler(t, c, schedDefaultSchedulerConfig(false), "storage-test")
-	root := runLocalPath(t, cs, "stor-1")["stor-1"]
+	// The provisioner runs as its node, as in an agent (RBAC
+	// skiff:node-local-path, the Node authorizer, NodeRestriction).
+	root := runLocalPath(t, as(t, c, "system:node:stor-1", "system:nodes"), "stor-1")["stor-1"]
 	ctx := testCtx(t, 3*time.Minute)
 	ns := newNamespace(t, cs)
 
@@ -127,6 +130,48 @@ func TestStorage(t *testing.T) {
 		})
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("volume directory still there: %v", err)
+		}
+	})
+
+	t.Run("a local-path claim grows; a class without expansion refuses", func(t *testing.T) {
+		createPVC(t, cs, ns, claimOf("grow", "1Gi", nil))
+		createPodWithClaim(t, cs, ns, "grower", "grow", map[string]string{corev1.LabelHostname: "stor-1"})
+		claim := waitClaim(t, cs, ns, "grow", func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
+		claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("3Gi")
+		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("growing the claim: %v", err)
+		}
+		waitClaim(t, cs, ns, "grow", func(c *corev1.PersistentVolumeClaim) bool {
+			return c.Status.Capacity.Storage().String() == "3Gi" && len(c.Status.AllocatedResourceStatuses) == 0
+		})
+		waitPV(t, cs, claim.Spec.VolumeName, func(v *corev1.PersistentVolume) bool { return v.Spec.Capacity.Storage().String() == "3Gi" })
+		// (The expander's ExternalExpanding event may not come: the agent can
+		// finish before the expander looks, as upstream. Its unit test has it.)
+		for _, reason := range []string{"Resizing", "VolumeResizeSuccessful"} {
+			eventually(t, 30*time.Second, "event "+reason, func() (bool, error) { return hasEventFor(ctx, cs, ns, "grow", reason), nil })
+		}
+		// Shrinking below what the volume has is invalid.
+		claim = waitClaim(t, cs, ns, "grow", func(*corev1.PersistentVolumeClaim) bool { return true })
+		claim.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+		_, err := cs.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity") {
+			t.Errorf("shrinking: %v, want 422 naming spec.resources.requests.storage", err)
+		}
+
+		// A bound claim of a class without allowVolumeExpansion: 403.
+		immediate := storagev1.VolumeBindingImmediate
+		if _, err := cs.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "stor-fixed"}, Provisioner: storagehelpers.NotSupportedProvisioner, VolumeBindingMode: &immediate,
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createPV(t, cs, staticPV("stor-fixed", "1Gi", "stor-fixed", corev1.PersistentVolumeReclaimRetain))
+		createPVC(t, cs, ns, claimOf("fixed", "1Gi", ptr.To("stor-fixed")))
+		fixed := waitClaim(t, cs, ns, "fixed", func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
+		fixed.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+		_, err = cs.CoreV1().PersistentVolumeClaims(ns).Update(ctx, fixed, metav1.UpdateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize") {
+			t.Errorf("growing a claim of a fixed class: %v, want 403", err)
 		}
 	})
 

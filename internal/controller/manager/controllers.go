@@ -29,6 +29,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/storageversionmigrator"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
 	"github.com/skiff-sh/skiff/internal/controller/volume/ephemeral"
+	"github.com/skiff-sh/skiff/internal/controller/volume/expand"
 	"github.com/skiff-sh/skiff/internal/controller/volume/persistentvolume"
 )
 
@@ -54,6 +55,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"node-ipam-controller":      nodeipam.New,
 		"nodelifecycle":             nodelifecycle.New,
 		persistentvolume.Name:       persistentvolume.New,
+		expand.Name:                 expand.New,
 		"podgc":                     podgc.New,
 		pvcprotection.Name:          pvcprotection.New,
 		pvprotection.Name:           pvprotection.New,
@@ -96,6 +98,8 @@ func ComponentName(name string) string {
 		return persistentvolume.ComponentName
 	case ephemeral.Name:
 		return ephemeral.ComponentName
+	case expand.Name:
+		return expand.ComponentName
 	case podautoscaler.Name:
 		return "horizontal-pod-autoscaler"
 	case resourceclaim.Name:

@@ -178,7 +178,8 @@ const (
 	NodeNetworkRole = "skiff:node-network"
 	// NodeLocalPathRole lets each agent's local-path provisioner
 	// (internal/localpath) make and delete the volumes of its node:
-	// claims and classes read, volumes created, read and deleted.
+	// claims and classes read, volumes created, read, resized and deleted,
+	// claims' status written when a volume grows.
 	NodeLocalPathRole = "skiff:node-local-path"
 )
 
@@ -215,7 +216,9 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		ObjectMeta: defaults(NodeLocalPathRole),
 		Rules: []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}},
-			{Verbs: []string{"get", "list", "watch", "create", "delete"}, APIGroups: []string{""}, Resources: []string{"persistentvolumes"}},
+			// The agent is its volumes' resizer (internal/localpath).
+			{Verbs: []string{"update", "patch"}, APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims/status"}},
+			{Verbs: []string{"get", "list", "watch", "create", "update", "delete"}, APIGroups: []string{""}, Resources: []string{"persistentvolumes"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}},
 		},
 	}}
