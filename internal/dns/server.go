@@ -163,6 +163,36 @@ func (s *Server) Healthy() error {
 	return s.healthErr
 }
 
+// Probe asks the server, over UDP on its listening address as a client
+// would, for dns-version.<zone> TXT and returns nil when the answer comes
+// (the API server's /readyz "cluster-dns" check).
+func (s *Server) Probe(ctx context.Context) error {
+	if err := s.Healthy(); err != nil {
+		return err
+	}
+	udp, _ := s.Addr()
+	host, port, err := net.SplitHostPort(udp)
+	if err != nil {
+		return err
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		udp = net.JoinHostPort("127.0.0.1", port)
+	}
+	m := new(mdns.Msg)
+	m.SetQuestion("dns-version."+mdns.Fqdn(s.opts.Zone.Domain), mdns.TypeTXT)
+	c := &mdns.Client{Net: "udp", Timeout: 2 * time.Second}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, _, err := c.ExchangeContext(ctx, m, udp)
+	if err != nil {
+		return fmt.Errorf("dns: no answer from %s: %w", udp, err)
+	}
+	if resp.Rcode != mdns.RcodeSuccess || len(resp.Answer) == 0 {
+		return fmt.Errorf("dns: %s answered %s with %d records", udp, mdns.RcodeToString[resp.Rcode], len(resp.Answer))
+	}
+	return nil
+}
+
 // Start serves until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("dns")

@@ -465,3 +465,19 @@ func TestPublish(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProbe: the readyz check asks the server over UDP and passes only
+// when an answer comes.
+func TestProbe(t *testing.T) {
+	idle, err := New(fake.NewClientset(), Options{Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Probe(context.Background()); err == nil {
+		t.Error("Probe of a server never started = nil, want an error")
+	}
+	s, _ := startServer(t, Options{Upstreams: []string{}})
+	if err := s.Probe(context.Background()); err != nil {
+		t.Errorf("Probe of a serving server: %v", err)
+	}
+}

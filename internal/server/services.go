@@ -12,7 +12,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/authz/bootstrappolicy"
 	"github.com/skiff-sh/skiff/internal/dns"
+	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/proxy/lb"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
@@ -32,19 +34,38 @@ type ServicesConfig struct {
 	LBRange string
 }
 
+// serviceIdentities gives cluster DNS and the load-balancer allocator
+// their own client identities (identities.go; roles in
+// bootstrappolicy/services.go).
+func serviceIdentities(bundle *pki.Bundle, server string) func(name, user string) (*rest.Config, error) {
+	return func(name, user string) (*rest.Config, error) {
+		return identityConfig(bundle, server, name, user, nil)
+	}
+}
+
+// readyzAdder is the API server's AddReadyzCheck.
+type readyzAdder interface {
+	AddReadyzCheck(name string, check func(context.Context) error)
+}
+
 // launchServices starts cluster DNS and the load-balancer allocator, once
-// the API server is ready. advertise is the node address pods reach the
+// the API server is ready, each under its own identity (system:skiff:cluster-dns,
+// system:skiff:service-lb). advertise is the node address pods reach the
 // host at ("" when the host has none: DNS is then not started). DNS that
 // cannot listen (port 53 taken, e.g. by another local server) is logged
 // and left out rather than failing the control plane. DNS serves its
-// coredns_* metrics on its own port, as CoreDNS does.
-func launchServices(ctx context.Context, sc ServicesConfig, restConfig *rest.Config, advertise string, timeout time.Duration) ([]*lifecycle.Handle, error) {
+// coredns_* metrics on its own port, as CoreDNS does; once it serves, the
+// API server's /readyz gets check "cluster-dns" (a query answered).
+func launchServices(ctx context.Context, sc ServicesConfig, identity func(name, user string) (*rest.Config, error), api readyzAdder, advertise string, timeout time.Duration) ([]*lifecycle.Handle, error) {
 	logger := klog.FromContext(ctx)
-	rc := rest.CopyConfig(restConfig)
-	rc.UserAgent = "skiff-server/services"
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
+	clientFor := func(name, user string) (kubernetes.Interface, error) {
+		rc, err := identity(name, user)
+		if err != nil {
+			return nil, fmt.Errorf("%s identity: %w", name, err)
+		}
+		rc = rest.CopyConfig(rc)
+		rc.UserAgent = "skiff-server/" + name
+		return kubernetes.NewForConfig(rc)
 	}
 	var handles []*lifecycle.Handle
 
@@ -54,6 +75,10 @@ func launchServices(ctx context.Context, sc ServicesConfig, restConfig *rest.Con
 	}
 	if lbRange != "" {
 		pool, err := lb.ParseRange(lbRange)
+		if err != nil {
+			return nil, err
+		}
+		client, err := clientFor("service-lb", bootstrappolicy.ServiceLBUser)
 		if err != nil {
 			return nil, err
 		}
@@ -78,6 +103,10 @@ func launchServices(ctx context.Context, sc ServicesConfig, restConfig *rest.Con
 	if err != nil {
 		return handles, fmt.Errorf("advertise address %q: %w", advertise, err)
 	}
+	client, err := clientFor("cluster-dns", bootstrappolicy.ClusterDNSUser)
+	if err != nil {
+		return handles, err
+	}
 	d, err := dns.New(client, dns.Options{
 		Address:        net.JoinHostPort(ip.String(), strconv.Itoa(sc.DNSPort)),
 		MetricsAddress: net.JoinHostPort(ip.String(), strconv.Itoa(sc.DNSMetricsPort)),
@@ -90,6 +119,9 @@ func launchServices(ctx context.Context, sc ServicesConfig, restConfig *rest.Con
 	if err != nil {
 		logger.Error(err, "Cluster DNS could not start; continuing without it")
 		return handles, nil
+	}
+	if api != nil {
+		api.AddReadyzCheck("cluster-dns", d.Probe)
 	}
 	return append(handles, h), nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -36,6 +37,7 @@ type Options struct {
 // check; /readyz also has "shutdown", which fails once SetShuttingDown was
 // called so that load balancers stop sending traffic before the server stops.
 type Health struct {
+	mu           sync.RWMutex
 	endpoints    map[string][]Check
 	shuttingDown atomic.Bool
 }
@@ -64,13 +66,41 @@ func New(opts Options) *Health {
 	return h
 }
 
+// AddReadyz adds a check to /readyz (before "shutdown"), for a
+// component started after the server (cluster DNS in `skiff server`).
+// A check of the same name is replaced.
+func (h *Health) AddReadyz(c Check) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.endpoints["readyz"]
+	checks := make([]Check, 0, len(old)+1)
+	for _, o := range old {
+		if o.Name != c.Name && o.Name != "shutdown" {
+			checks = append(checks, o)
+		}
+	}
+	if last := old[len(old)-1]; last.Name == "shutdown" {
+		checks = append(checks, c, last)
+	} else {
+		checks = append(checks, c)
+	}
+	h.endpoints["readyz"] = checks
+}
+
+func (h *Health) checks(endpoint string) ([]Check, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	c, ok := h.endpoints[endpoint]
+	return c, ok
+}
+
 // SetShuttingDown makes /readyz fail from now on.
 func (h *Health) SetShuttingDown() { h.shuttingDown.Store(true) }
 
 // Handles reports whether path is one Health serves.
 func (h *Health) Handles(path string) bool {
 	endpoint, check, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	checks, ok := h.endpoints[endpoint]
+	checks, ok := h.checks(endpoint)
 	if !ok {
 		return false
 	}
@@ -85,7 +115,7 @@ func (h *Health) Handles(path string) bool {
 // paths get 404.
 func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	endpoint, name, hasCheck := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	checks, ok := h.endpoints[endpoint]
+	checks, ok := h.checks(endpoint)
 	if !ok || (hasCheck && name == "") {
 		http.NotFound(w, r)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"net/http/httptest"
 	"testing"
 
@@ -114,5 +115,40 @@ func TestCheckGetsRequestContext(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	if saw != "v" {
 		t.Errorf("check saw %v, want the request context", saw)
+	}
+}
+
+// TestAddReadyz: a check added later shows in /readyz before "shutdown",
+// fails it while it fails, is served alone, and is not part of /livez.
+func TestAddReadyz(t *testing.T) {
+	var etcdErr error
+	h := newTestHealth(&etcdErr)
+	dnsErr := errors.New("no answer")
+	h.AddReadyz(Check{Name: "cluster-dns", Fn: func(context.Context) error { return dnsErr }})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		b, _ := io.ReadAll(rec.Body)
+		return rec.Code, string(b)
+	}
+	code, body := get("/readyz")
+	if diff := cmp.Diff("[+]ping ok\n[+]etcd ok\n[+]informer-sync ok\n[-]cluster-dns failed: reason withheld\n[+]shutdown ok\nreadyz check failed\n", body); code != 500 || diff != "" {
+		t.Errorf("readyz with DNS down = %d (-want +got):\n%s", code, diff)
+	}
+	if code, _ := get("/livez"); code != 200 {
+		t.Errorf("livez = %d, want 200 (DNS is a readiness check only)", code)
+	}
+	dnsErr = nil
+	code, body = get("/readyz?verbose")
+	if diff := cmp.Diff("[+]ping ok\n[+]etcd ok\n[+]informer-sync ok\n[+]cluster-dns ok\n[+]shutdown ok\nreadyz check passed\n", body); code != 200 || diff != "" {
+		t.Errorf("readyz with DNS up = %d (-want +got):\n%s", code, diff)
+	}
+	if code, body := get("/readyz/cluster-dns"); code != 200 || body != "ok" {
+		t.Errorf("/readyz/cluster-dns = %d %q", code, body)
+	}
+	// Added again: replaced, not doubled.
+	h.AddReadyz(Check{Name: "cluster-dns", Fn: func(context.Context) error { return nil }})
+	if _, body := get("/readyz?verbose"); strings.Count(body, "cluster-dns") != 1 {
+		t.Errorf("after a second AddReadyz:\n%s", body)
 	}
 }

@@ -84,6 +84,7 @@ func Load() (*Policy, error) {
 	p.RoleBindings = bindings
 	p.ClusterRoles = append(p.ClusterRoles, SkiffClusterRoles()...)
 	p.ClusterRoleBindings = append(p.ClusterRoleBindings, SkiffClusterRoleBindings()...)
+	p.addServiceIdentities()
 	p.addControllerManagerBindings()
 	return p, nil
 }
