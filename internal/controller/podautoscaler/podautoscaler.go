@@ -5,9 +5,9 @@
 // proposes a replica count per metric; the highest proposal, stabilized
 // and limited by min, max and the behavior's policies, is written to the
 // scale subresource. Conditions, events and status follow upstream's
-// wording. Pods, Object and External metrics need a custom or external
-// metrics API, which Skiff does not serve: such a metric reports
-// ScalingActive False and the HPA scales on its other metrics.
+// wording. Pods and Object metrics are read from custom.metrics.k8s.io and
+// External ones from external.metrics.k8s.io (custommetrics.go), which
+// extension API servers serve through API aggregation.
 package podautoscaler
 
 import (
@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	customclient "k8s.io/metrics/pkg/client/custom_metrics"
+	externalclient "k8s.io/metrics/pkg/client/external_metrics"
 	"k8s.io/utils/clock"
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
@@ -80,6 +82,12 @@ type Controller struct {
 	syncPeriod, downscaleWindow time.Duration
 	tolerance                   float64
 	calc                        calculator
+	// custom and external read custom.metrics.k8s.io and
+	// external.metrics.k8s.io (nil without a real connection: a metric of
+	// theirs then fails); apis is the custom API's version discovery.
+	custom   customclient.CustomMetricsClient
+	external externalclient.ExternalMetricsClient
+	apis     customclient.AvailableAPIsGetter
 }
 
 // New builds the controller (a controllercontext.InitFunc).
@@ -114,6 +122,7 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 		syncPeriod: syncPeriod, downscaleWindow: DefaultDownscaleStabilization, tolerance: DefaultTolerance,
 		calc: calculator{cpuInitializationPeriod: DefaultCPUInitializationPeriod, delayOfInitialReadinessStatus: DefaultInitialReadinessDelay},
 	}
+	c.custom, c.apis, c.external = metricsClients(cc.Client, c.mapper)
 	c.queue = worker.NewQueue("horizontalpodautoscaler", c.Sync, worker.Options[string]{Workers: workers, Clock: clk})
 	if _, err := hpas.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -137,6 +146,10 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 
 // Start runs the workers until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
+	if c.apis != nil {
+		// upstream re-reads the custom metrics API's versions every 5 minutes
+		go customclient.PeriodicallyInvalidate(c.apis, 5*time.Minute, ctx.Done())
+	}
 	return worker.Run(ctx, Name, c.synced, c.queue)
 }
 
@@ -354,7 +367,7 @@ func (c *Controller) computeReplicas(ctx context.Context, hpa *autoscalingv2.Hor
 		return fetched, nil
 	}
 	for i, spec := range hpa.Spec.Metrics {
-		proposal, name, cond, err := c.computeMetric(hpa, spec, scale.Spec.Replicas, pods, calc, tol, fetch, &statuses[i])
+		proposal, name, cond, err := c.computeMetric(hpa, spec, scale, selector, pods, calc, tol, fetch, &statuses[i])
 		if err != nil {
 			if invalid == 0 {
 				firstErr, firstInvalid = err, cond
@@ -378,7 +391,8 @@ func (c *Controller) computeReplicas(ctx context.Context, hpa *autoscalingv2.Hor
 }
 
 // computeMetric proposes a count for one metric and fills its status.
-func (c *Controller) computeMetric(hpa *autoscalingv2.HorizontalPodAutoscaler, spec autoscalingv2.MetricSpec, current int32, pods []*corev1.Pod, calc calculator, tol tolerances, fetch func() ([]*metricsv1beta1.PodMetrics, error), status *autoscalingv2.MetricStatus) (int32, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
+func (c *Controller) computeMetric(hpa *autoscalingv2.HorizontalPodAutoscaler, spec autoscalingv2.MetricSpec, scale *autoscalingv1.Scale, selector labels.Selector, pods []*corev1.Pod, calc calculator, tol tolerances, fetch func() ([]*metricsv1beta1.PodMetrics, error), status *autoscalingv2.MetricStatus) (int32, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
+	current := scale.Spec.Replicas
 	fail := func(reason string, err error) (int32, string, autoscalingv2.HorizontalPodAutoscalerCondition, error) {
 		c.recorder.Event(hpa, corev1.EventTypeWarning, reason, err.Error())
 		return 0, "", autoscalingv2.HorizontalPodAutoscalerCondition{
@@ -403,12 +417,33 @@ func (c *Controller) computeMetric(hpa *autoscalingv2.HorizontalPodAutoscaler, s
 			return fail("FailedGetContainerResourceMetric", errors.New("invalid container resource metric source: the resource is not set"))
 		}
 		res, target, container, reason = spec.ContainerResource.Name, spec.ContainerResource.Target, spec.ContainerResource.Container, "FailedGetContainerResourceMetric"
-	case autoscalingv2.PodsMetricSourceType:
-		return fail("FailedGetPodsMetric", noCustomMetrics(spec))
-	case autoscalingv2.ObjectMetricSourceType:
-		return fail("FailedGetObjectMetric", noCustomMetrics(spec))
-	case autoscalingv2.ExternalMetricSourceType:
-		return fail("FailedGetExternalMetric", noCustomMetrics(spec))
+	case autoscalingv2.PodsMetricSourceType, autoscalingv2.ObjectMetricSourceType, autoscalingv2.ExternalMetricSourceType:
+		var (
+			r            metricResult
+			err          error
+			reason, what string
+		)
+		switch {
+		case spec.Type == autoscalingv2.PodsMetricSourceType && spec.Pods != nil:
+			reason, what = "FailedGetPodsMetric", "pods metric value"
+			r, err = c.podsMetric(hpa, spec.Pods, current, selector, pods, calc, tol)
+		case spec.Type == autoscalingv2.ObjectMetricSourceType && spec.Object != nil:
+			reason, what = "FailedGetObjectMetric", "object metric value"
+			r, err = c.objectMetric(hpa, spec.Object, scale, pods, tol)
+		case spec.Type == autoscalingv2.ExternalMetricSourceType && spec.External != nil:
+			reason, what = "FailedGetExternalMetric", spec.External.Metric.Name+" external metric value"
+			r, err = c.externalMetric(hpa, spec.External, scale, pods, tol)
+		default:
+			return fail("InvalidMetricSourceType", fmt.Errorf("invalid metric source: %s metric with no %s source", spec.Type, spec.Type))
+		}
+		if err != nil {
+			// The condition and event carry the error; the sync's error
+			// says which metric (upstream's wording).
+			n, m, cond, _ := fail(reason, err)
+			return n, m, cond, fmt.Errorf("failed to get %s: %w", what, err)
+		}
+		*status = r.status
+		return r.replicas, r.name, autoscalingv2.HorizontalPodAutoscalerCondition{}, nil
 	default:
 		return fail("InvalidMetricSourceType", fmt.Errorf("unknown metric source type %q", spec.Type))
 	}
@@ -451,14 +486,6 @@ func (c *Controller) computeMetric(hpa *autoscalingv2.HorizontalPodAutoscaler, s
 		*status = autoscalingv2.MetricStatus{Type: spec.Type, Resource: &autoscalingv2.ResourceMetricStatus{Name: res, Current: value}}
 	}
 	return proposal, name, autoscalingv2.HorizontalPodAutoscalerCondition{}, nil
-}
-
-func noCustomMetrics(spec autoscalingv2.MetricSpec) error {
-	api := "custom.metrics.k8s.io"
-	if spec.Type == autoscalingv2.ExternalMetricSourceType {
-		api = "external.metrics.k8s.io"
-	}
-	return fmt.Errorf("unable to get metric of type %s: no %s API is served by this cluster", spec.Type, api)
 }
 
 // podMetrics lists the PodMetrics of the selected pods from metrics.k8s.io.
