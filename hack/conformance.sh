@@ -5,7 +5,8 @@
 #
 #   hack/conformance.sh all       build, images, up, run (and SERIAL=1: the
 #                                 [Serial] pass), summary, down
-#   hack/conformance.sh build     skiff, e2e.test, ginkgo, agnhost, nnp
+#   hack/conformance.sh build     skiff, e2e.test, ginkgo, agnhost, nnp,
+#                                 sample-apiserver, etcd
 #   hack/conformance.sh images    the test images (tarballs under $CACHE/images)
 #   hack/conformance.sh up        start the cluster (KUBECONFIG: $WORK/kubeconfig)
 #   hack/conformance.sh run       run the suite against it (FOCUS, SKIP, PROCS)
@@ -20,6 +21,7 @@
 #   PROCS    parallel ginkgo processes (default 4)
 #   TIMEOUT  ginkgo's whole-suite timeout (default 6h)
 #   KEEP=1   `all` leaves the cluster up
+#   SKIFF_BIN  a skiff binary to test instead of building the working tree
 #   WORK     cluster state (default /var/tmp/skiff-conformance)
 #   RESULTS  JUnit report, logs and summary (default $WORK/results/<time>)
 #   CACHE    upstream binaries, Debian packages, images
@@ -82,9 +84,13 @@ wait_for() { # wait_for SECONDS WHAT COMMAND...
 build() {
 	mkdir -p "$WORK/bin"
 	local t=$SECONDS
-	make -s build BIN="$SKIFF"
-	log "skiff built in $((SECONDS - t)) s"
-	"$UPSTREAM" e2e.test ginkgo agnhost nnp >/dev/null
+	if [ -n "${SKIFF_BIN:-}" ]; then
+		cp "$SKIFF_BIN" "$SKIFF.tmp" && mv "$SKIFF.tmp" "$SKIFF"
+	else
+		make -s build BIN="$SKIFF"
+		log "skiff built in $((SECONDS - t)) s"
+	fi
+	"$UPSTREAM" e2e.test ginkgo agnhost nnp sample-apiserver etcd >/dev/null
 	# e2e's kubectl tests run `kubectl`: Skiff's own, as users run it.
 	printf '#!/bin/sh\nexec %q kubectl "$@"\n' "$SKIFF" >"$WORK/bin/kubectl"
 	chmod +x "$WORK/bin/kubectl"
@@ -103,7 +109,8 @@ images() {
 	fi
 	rm -rf "$CACHE/images"
 	go run ./hack/conformance-images -out "$CACHE/images" -deb-root "$root" -kube-images "$KUBE_SRC/test/images" \
-		-agnhost "$("$UPSTREAM" path agnhost)" -nnp "$("$UPSTREAM" path nnp)" >&2
+		-agnhost "$("$UPSTREAM" path agnhost)" -nnp "$("$UPSTREAM" path nnp)" \
+		-sample-apiserver "$("$UPSTREAM" path sample-apiserver)" -etcd "$("$UPSTREAM" path etcd)" >&2
 }
 
 node_ready() {

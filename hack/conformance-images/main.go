@@ -17,6 +17,8 @@ func main() {
 	var src testimages.ConformanceSources
 	flag.StringVar(&src.Agnhost, "agnhost", "", "static agnhost binary")
 	flag.StringVar(&src.Nnp, "nnp", "", "static nonewprivs (nnp) binary")
+	flag.StringVar(&src.SampleAPIServer, "sample-apiserver", "", "static sample-apiserver binary (optional)")
+	flag.StringVar(&src.Etcd, "etcd", "", "static etcd binary (optional)")
 	flag.StringVar(&src.KubeImages, "kube-images", "", "k8s.io/kubernetes's test/images directory")
 	flag.StringVar(&src.DebRoot, "deb-root", "", "directory with the Debian packages unpacked (dpkg -x)")
 	out := flag.String("out", "", "directory to write the tarballs into")

@@ -13,24 +13,32 @@
 # NAME is one of: e2e.test kube-apiserver kube-controller-manager
 # kube-scheduler kubectl, agnhost and nnp (programs of the e2e suite's test
 # images), ginkgo (the test runner's CLI, at the version the suite pins: it
-# runs e2e.test in parallel); `all` is every one.
+# runs e2e.test in parallel), sample-apiserver and etcd (the aggregator
+# test's images; etcd is etcdmain at the version kubernetes pins); `all` is
+# every one.
 #
 # Binaries are kept under $UPSTREAM_CACHE/<version>/bin (default
 # /var/cache/skiff-upstream/v1.37.2/bin) and reused while present: delete one
 # to rebuild it. They are static (CGO_ENABLED=0), built with -trimpath and
 # stamped with the release's version, as upstream's own build does. The Go
 # build cache for them is separate from the machine's ($UPSTREAM_CACHE/
-# <version>/gocache, a few GB) so that it can be dropped on its own.
+# <version>/gocache, a few GB; UPSTREAM_GOCACHE moves it, e.g. to a tmpfs
+# such as /dev/shm when the disk is short) so that it can be dropped on its
+# own; UPSTREAM_GOTMPDIR moves the go command's work directory (GOTMPDIR,
+# default $TMPDIR or /tmp).
 #
 # Never part of `make test`. Needs network access to the Go module proxy only
 # the first time (modules land in the usual module cache). Building stops if
-# the file system holding the cache falls under MIN_FREE_GB (default 8) free.
+# the file system holding the Go cache or the work directory falls under
+# MIN_FREE_GB (default 8) free.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 VERSION=$(sed -n 's/^\(require\)\{0,1\}[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\)$/\2/p' "$HERE/go.mod")
 [ -n "$VERSION" ] || { echo "upstream: no k8s.io/kubernetes version in $HERE/go.mod" >&2; exit 1; }
 ROOT=${UPSTREAM_CACHE:-/var/cache/skiff-upstream}/$VERSION
+GOCACHE_DIR=${UPSTREAM_GOCACHE:-$ROOT/gocache}
+GOTMP_DIR=${UPSTREAM_GOTMPDIR:-${TMPDIR:-/tmp}}
 MIN_FREE_GB=${MIN_FREE_GB:-8}
 
 log() { echo "upstream: $*" >&2; }
@@ -43,11 +51,21 @@ pkg_of() {
 	agnhost) echo k8s.io/kubernetes/test/images/agnhost ;;
 	nnp) echo k8s.io/kubernetes/test/images/nonewprivs ;;
 	ginkgo) echo github.com/onsi/ginkgo/v2/ginkgo ;;
+	sample-apiserver) echo k8s.io/sample-apiserver ;;
+	etcd) echo github.com/skiff-sh/skiff/hack/upstream/etcd ;;
 	*) return 1 ;;
 	esac
 }
 
 free_gb() { df -P --block-size=1G "$1" | awk 'NR==2{print $4}'; }
+
+# enough_disk: the Go build cache and work directory (where a build's GBs
+# go) have MIN_FREE_GB free, the binaries' directory 1 GB.
+enough_disk() {
+	[ "$(free_gb "$GOCACHE_DIR")" -ge "$MIN_FREE_GB" ] &&
+		[ "$(free_gb "$GOTMP_DIR")" -ge "$MIN_FREE_GB" ] &&
+		[ "$(free_gb "$ROOT")" -ge 1 ]
+}
 
 # The release's version in the places upstream's build stamps it
 # (hack/lib/version.sh): kubectl version, the e2e suite's log and the
@@ -64,24 +82,24 @@ ldflags() {
 
 build_one() {
 	local name=$1 pkg out start watchdog rc
-	pkg=$(pkg_of "$name") || die "unknown program $name (e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo)"
+	pkg=$(pkg_of "$name") || die "unknown program $name (e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo sample-apiserver etcd)"
 	out=$ROOT/bin/$name
 	if [ -x "$out" ]; then echo "$out"; return 0; fi
-	mkdir -p "$ROOT/bin" "$ROOT/gocache"
+	mkdir -p "$ROOT/bin" "$GOCACHE_DIR" "$GOTMP_DIR"
 	local free
-	free=$(free_gb "$ROOT")
-	[ "$free" -ge "$MIN_FREE_GB" ] || die "only ${free} GB free under $ROOT (need $MIN_FREE_GB); not building $name"
-	log "building $name ($pkg $VERSION), ${free} GB free before"
+	free="$(free_gb "$GOCACHE_DIR") GB (Go cache), $(free_gb "$GOTMP_DIR") GB (work dir), $(free_gb "$ROOT") GB (binaries)"
+	enough_disk || die "only $free free (need $MIN_FREE_GB, and 1 for binaries); not building $name"
+	log "building $name ($pkg $VERSION), $free free before"
 	start=$(date +%s)
 	local args=(-trimpath -ldflags "$(ldflags)" -o "$out.tmp")
 	local cmd=(build "${args[@]}" "$pkg")
 	[ "$name" = e2e.test ] && cmd=(test -c "${args[@]}" "$pkg")
-	(cd "$HERE" && exec env CGO_ENABLED=0 GOCACHE="$ROOT/gocache" GOFLAGS=-mod=mod nice -n 10 go "${cmd[@]}") &
+	(cd "$HERE" && exec env CGO_ENABLED=0 GOCACHE="$GOCACHE_DIR" GOTMPDIR="$GOTMP_DIR" GOFLAGS=-mod=mod go "${cmd[@]}") &
 	local gopid=$!
 	# Stop the build rather than fill the disk other people's work needs.
 	(
 		while kill -0 "$gopid" 2>/dev/null; do
-			if [ "$(free_gb "$ROOT")" -lt "$MIN_FREE_GB" ]; then
+			if ! enough_disk; then
 				log "disk under $MIN_FREE_GB GB free: stopping the build of $name"
 				pkill -TERM -P "$gopid" 2>/dev/null
 				kill -TERM "$gopid" 2>/dev/null
@@ -97,7 +115,7 @@ build_one() {
 	wait "$watchdog" 2>/dev/null || true
 	[ "$rc" = 0 ] || { rm -f "$out.tmp"; die "building $name failed (exit $rc)"; }
 	mv "$out.tmp" "$out"
-	log "built $name in $(($(date +%s) - start)) s, $(du -sh "$out" | cut -f1); ${free} -> $(free_gb "$ROOT") GB free; go cache $(du -sh "$ROOT/gocache" | cut -f1)"
+	log "built $name in $(($(date +%s) - start)) s, $(du -sh "$out" | cut -f1); free before: $free; after: $(free_gb "$GOCACHE_DIR") GB (Go cache), $(free_gb "$GOTMP_DIR") GB (work dir); Go cache $(du -sh "$GOCACHE_DIR" | cut -f1)"
 	echo "$out"
 }
 
@@ -109,7 +127,7 @@ path)
 	exit 0
 	;;
 clean-gocache)
-	rm -rf "$ROOT/gocache"
+	rm -rf "$GOCACHE_DIR"
 	exit 0
 	;;
 esac
@@ -120,5 +138,5 @@ mkdir -p "$ROOT"
 exec 9>"$ROOT/.build.lock"
 flock 9
 names=("$@")
-[ "${names[*]}" = all ] && names=(e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo)
+[ "${names[*]}" = all ] && names=(e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo sample-apiserver etcd)
 for n in "${names[@]}"; do build_one "$n"; done

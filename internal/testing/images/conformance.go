@@ -27,6 +27,8 @@ const (
 	NonewprivsRef  = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	KittenRef      = "registry.k8s.io/e2e-test-images/kitten:1.8"
 	NautilusRef    = "registry.k8s.io/e2e-test-images/nautilus:1.8"
+	SampleAPIRef   = "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2"
+	EtcdRef        = "registry.k8s.io/etcd:3.7.0-0"
 )
 
 // ConformanceSources says where the conformance images' programs come from.
@@ -35,6 +37,10 @@ type ConformanceSources struct {
 	Agnhost string
 	// Nnp is the static nonewprivs program (test/images/nonewprivs).
 	Nnp string
+	// SampleAPIServer (k8s.io/sample-apiserver) and Etcd (etcd's server),
+	// static, for the aggregator test's images; either may be empty to
+	// leave its image out.
+	SampleAPIServer, Etcd string
 	// KubeImages is k8s.io/kubernetes's test/images directory (for
 	// kitten's and nautilus's pictures and agnhost's porter certificate).
 	KubeImages string
@@ -80,6 +86,8 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 //   - nonewprivs: the setuid-root nnp program, printing its effective uid.
 //   - kitten, nautilus: agnhost test-webserver serving the picture and
 //     data.json, as upstream's.
+//   - sample-apiserver (/sample-apiserver as entrypoint) and etcd
+//     (/usr/local/bin/etcd), when their programs are given.
 func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	base, err := LoadBusyboxFiles()
 	if err != nil {
@@ -171,7 +179,7 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	}
 	webCfg := agentimages.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"test-webserver"}, Env: []string{defaultPath}}
 
-	return []ImageSpec{
+	specs := []ImageSpec{
 		{File: "agnhost.tar", Refs: []string{AgnhostRef, AgnhostPrevRef}, Files: agnhostFiles, Config: agnhostCfg},
 		{File: "nginx.tar", Refs: []string{NginxRef, NginxNewRef}, Files: nginxFiles, Config: nginxCfg},
 		{File: "nonroot.tar", Refs: []string{NonRootRef}, Files: with(), Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}, User: "1234"}},
@@ -180,7 +188,29 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		), Config: agentimages.Config{Cmd: []string{"nnp"}, Env: []string{defaultPath}}},
 		{File: "kitten.tar", Refs: []string{KittenRef}, Files: kitten, Config: webCfg},
 		{File: "nautilus.tar", Refs: []string{NautilusRef}, Files: nautilus, Config: webCfg},
-	}, nil
+	}
+	if src.SampleAPIServer != "" {
+		bin, err := os.ReadFile(src.SampleAPIServer)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, ImageSpec{File: "sample-apiserver.tar", Refs: []string{SampleAPIRef},
+			Files:  with(agentimages.File{Path: "/sample-apiserver", Mode: 0o755, Data: bin}),
+			Config: agentimages.Config{Entrypoint: []string{"/sample-apiserver"}, Env: []string{defaultPath}}})
+	}
+	if src.Etcd != "" {
+		bin, err := os.ReadFile(src.Etcd)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, ImageSpec{File: "etcd.tar", Refs: []string{EtcdRef},
+			Files: with(
+				agentimages.File{Path: "/usr/local/bin/etcd", Mode: 0o755, Data: bin},
+				agentimages.File{Path: "/var/lib/etcd", Dir: true, Mode: 0o700},
+			),
+			Config: agentimages.Config{Cmd: []string{"/usr/local/bin/etcd"}, Env: []string{defaultPath}}})
+	}
+	return specs, nil
 }
 
 const nginxConf = `# Skiff's stand-in for upstream's e2e nginx image.
