@@ -268,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 
-	svcHandles, err := launchServices(ctx, cfg.Services, bundle.AdminRESTConfig(serverURL), bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
+	svcHandles, err := launchServices(ctx, cfg.Services, serviceIdentities(bundle, serverURL), api, bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
 	if err != nil {
 		return err
 	}
