@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/openapi"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
+	"github.com/skiff-sh/skiff/internal/apiserver/servicerouting"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -276,7 +277,7 @@ func (c *customResources) serve(def *apiextensionsv1.CustomResourceDefinition) e
 	}
 	sc := &servedCRD{uid: def.UID, generation: def.Generation, names: def.Spec.Names, handlers: map[schema.GroupVersionResource]*resourceHandler{}}
 	sc.terminating.Store(def.DeletionTimestamp != nil)
-	rs, err := crd.Resources(def, crd.Options{Terminating: sc.terminating.Load})
+	rs, err := crd.Resources(def, crd.Options{Terminating: sc.terminating.Load, Services: servicerouting.New(reader{srv: c.srv})})
 	if err != nil {
 		return err
 	}

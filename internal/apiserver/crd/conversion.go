@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,9 +36,9 @@ func (noneConverter) Convert(obj *unstructured.Unstructured, to schema.GroupVers
 }
 
 // webhookConverter is conversion Webhook: a ConversionReview POSTed to the
-// CRD's webhook (a URL; service references are not resolved yet), whose
-// answer must carry the object in the asked version with its identity
-// unchanged, as upstream checks.
+// CRD's webhook (a URL, or a service reference dialed through the
+// server's ServiceDialer), whose answer must carry the object in the
+// asked version with its identity unchanged, as upstream checks.
 type webhookConverter struct {
 	crd     string
 	url     string
@@ -44,7 +47,14 @@ type webhookConverter struct {
 	timeout time.Duration
 }
 
-func newConverter(crd *apiextensionsv1.CustomResourceDefinition) (Converter, error) {
+// ServiceDialer dials the endpoints of a service
+// (servicerouting.Resolver): a connection to <name>.<namespace>.svc:port
+// goes to one of the service's ready endpoints.
+type ServiceDialer interface {
+	DialContext(namespace, name string, port int32) func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func newConverter(crd *apiextensionsv1.CustomResourceDefinition, services ServiceDialer) (Converter, error) {
 	conv := crd.Spec.Conversion
 	if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter {
 		return noneConverter{}, nil
@@ -53,9 +63,6 @@ func newConverter(crd *apiextensionsv1.CustomResourceDefinition) (Converter, err
 		return nil, fmt.Errorf("conversion webhook of %s has no client config", crd.Name)
 	}
 	cc := conv.Webhook.ClientConfig
-	if cc.URL == nil {
-		return nil, fmt.Errorf("conversion webhook of %s: service references are not supported yet, use a URL", crd.Name)
-	}
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 	if len(cc.CABundle) > 0 {
 		pool := x509.NewCertPool()
@@ -63,6 +70,31 @@ func newConverter(crd *apiextensionsv1.CustomResourceDefinition) (Converter, err
 			return nil, fmt.Errorf("conversion webhook of %s: caBundle holds no certificate", crd.Name)
 		}
 		tlsConfig.RootCAs = pool
+	}
+	transport := &http.Transport{TLSClientConfig: tlsConfig}
+	var target string
+	switch {
+	case cc.URL != nil:
+		target = *cc.URL
+	case cc.Service != nil:
+		if services == nil {
+			return nil, fmt.Errorf("conversion webhook of %s: service references cannot be resolved here", crd.Name)
+		}
+		svc := cc.Service
+		port := int32(443)
+		if svc.Port != nil {
+			port = *svc.Port
+		}
+		// https://<name>.<namespace>.svc:<port><path>, verified against that
+		// name, dialed to an endpoint (upstream's webhook client).
+		u := url.URL{Scheme: "https", Host: net.JoinHostPort(svc.Name+"."+svc.Namespace+".svc", strconv.Itoa(int(port)))}
+		if svc.Path != nil {
+			u.Path = *svc.Path
+		}
+		target = u.String()
+		transport.DialContext = services.DialContext(svc.Namespace, svc.Name, port)
+	default:
+		return nil, fmt.Errorf("conversion webhook of %s has neither url nor service", crd.Name)
 	}
 	review := ""
 	for _, v := range conv.Webhook.ConversionReviewVersions {
@@ -74,8 +106,8 @@ func newConverter(crd *apiextensionsv1.CustomResourceDefinition) (Converter, err
 	if review == "" {
 		return nil, fmt.Errorf("conversion webhook of %s accepts none of the ConversionReview versions v1, v1beta1", crd.Name)
 	}
-	return &webhookConverter{crd: crd.Name, url: *cc.URL, review: review, timeout: 30 * time.Second,
-		client: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}}, nil
+	return &webhookConverter{crd: crd.Name, url: target, review: review, timeout: 30 * time.Second,
+		client: &http.Client{Transport: transport}}, nil
 }
 
 type conversionReview struct {

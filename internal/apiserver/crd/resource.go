@@ -34,6 +34,9 @@ type Options struct {
 	// models. Upstream's CRD OpenAPI builder already includes the meta
 	// types it refers to, so the server passes none.
 	Definitions map[string]*spec.Schema
+	// Services dials conversion webhooks given as a service reference
+	// (nil: such a CRD is refused).
+	Services ServiceDialer
 }
 
 // Resources builds the served resources of crd: one a served version, all
@@ -52,7 +55,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 	if storage == "" {
 		return nil, fmt.Errorf("%s has no storage version", crd.Name)
 	}
-	conv, err := newConverter(crd)
+	conv, err := newConverter(crd, opts.Services)
 	if err != nil {
 		return nil, err
 	}
