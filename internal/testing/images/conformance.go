@@ -214,6 +214,7 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 }
 
 const nginxConf = `# Skiff's stand-in for upstream's e2e nginx image.
+user nobody nobody;
 worker_processes 1;
 error_log /dev/stderr notice;
 pid /run/nginx.pid;
