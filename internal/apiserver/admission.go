@@ -43,6 +43,9 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 		admission.NewCertificateSigning(authorizer),
 		admission.CertificateSubjectRestriction{},
 	)
+	if rd, ok := r.(reader); ok { // CEL admission policies (admissionpolicy.go)
+		plugins = append(plugins, rd.admissionPolicies()...)
+	}
 	if w, ok := r.(admission.QuotaStatusWriter); ok { // the server's reader (quotastatus.go)
 		plugins = append(plugins, admission.NewResourceQuota(r, w, c))
 	}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"github.com/skiff-sh/skiff/internal/controller/admissionpolicystatus"
 	"github.com/skiff-sh/skiff/internal/controller/clusterroleaggregation"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
@@ -69,6 +70,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"statefulset":               statefulset.New,
 		storageversionmigrator.Name: storageversionmigrator.New,
 		"ttl-after-finished":        ttlafterfinished.New,
+		admissionpolicystatus.Name:  admissionpolicystatus.New,
 	}
 }
 

@@ -32,10 +32,7 @@ var updateUpstream = flag.Bool("update-upstream", false,
 // knownGaps are resources upstream v1.37.2 serves by default that Skiff
 // does not serve yet, with the issue that adds them. The test fails when
 // one of them appears, so that whoever adds it removes it from here.
-var knownGaps = map[string]string{
-	"mutatingadmissionpolicies.admissionregistration.k8s.io":       "#13",
-	"mutatingadmissionpolicybindings.admissionregistration.k8s.io": "#13",
-}
+var knownGaps = map[string]string{}
 
 // knownVersionGaps are the group versions that only known gaps serve.
 var knownVersionGaps = map[string]string{}

@@ -67,6 +67,8 @@ func Groups() []Group {
 		storagek8s.Resources,            // storage.k8s.io
 		storagemigration.Resources,      // storagemigration.k8s.io
 		metrics.Resources,               // metrics.k8s.io (served from the resource metrics pipeline)
+		// admissionregistration.k8s.io: MutatingAdmissionPolicy and its bindings
+		admissionregistration.MutatingPolicyResources,
 	}
 }
 
