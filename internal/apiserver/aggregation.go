@@ -153,7 +153,9 @@ func (s remoteVerbs) Verbs() []string { return s.verbs }
 
 // remoteResources turns an extension server's document into resources
 // for discovery (names, kinds, scope, verbs, short names, categories,
-// subresources).
+// subresources). A subresource whose parent is not listed (custom metrics
+// servers list only "pods/<metric>") gets a parent without verbs, so that
+// the group version is still published.
 func remoteResources(doc *metav1.APIResourceList) []registry.Resource {
 	gv, err := schema.ParseGroupVersion(doc.GroupVersion)
 	if err != nil {
@@ -161,28 +163,38 @@ func remoteResources(doc *metav1.APIResourceList) []registry.Resource {
 	}
 	byName := map[string]*registry.Resource{}
 	var order []string
+	add := func(r metav1.APIResource, name string, verbs []string) *registry.Resource {
+		res := &registry.Resource{
+			GroupVersion: gv, Resource: name, Kind: r.Kind, ListKind: r.Kind + "List", SingularName: r.SingularName,
+			ShortNames: r.ShortNames, Categories: r.Categories, Namespaced: r.Namespaced,
+			Strategy: remoteVerbs{verbs: append([]string{}, verbs...)},
+		}
+		byName[name] = res
+		order = append(order, name)
+		return res
+	}
 	for _, r := range doc.APIResources {
-		if parent, sub, ok := cut(r.Name); ok {
-			p := byName[parent]
-			if p == nil {
-				continue
-			}
-			if p.Subresources == nil {
-				p.Subresources = map[string]registry.Subresource{}
-			}
-			kind := schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.Kind}
-			if r.Version != "" {
-				kind.Group, kind.Version = r.Group, r.Version
-			}
-			p.Subresources[sub] = registry.Subresource{Kind: kind, Verbs: r.Verbs}
+		if _, _, sub := cut(r.Name); !sub {
+			add(r, r.Name, r.Verbs)
+		}
+	}
+	for _, r := range doc.APIResources {
+		parent, sub, ok := cut(r.Name)
+		if !ok {
 			continue
 		}
-		byName[r.Name] = &registry.Resource{
-			GroupVersion: gv, Resource: r.Name, Kind: r.Kind, ListKind: r.Kind + "List", SingularName: r.SingularName,
-			ShortNames: r.ShortNames, Categories: r.Categories, Namespaced: r.Namespaced,
-			Strategy: remoteVerbs{verbs: append([]string{}, r.Verbs...)},
+		p := byName[parent]
+		if p == nil {
+			p = add(metav1.APIResource{Kind: r.Kind, Namespaced: r.Namespaced}, parent, nil)
 		}
-		order = append(order, r.Name)
+		if p.Subresources == nil {
+			p.Subresources = map[string]registry.Subresource{}
+		}
+		kind := schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: r.Kind}
+		if r.Version != "" {
+			kind.Group, kind.Version = r.Group, r.Version
+		}
+		p.Subresources[sub] = registry.Subresource{Kind: kind, Verbs: r.Verbs}
 	}
 	out := make([]registry.Resource, 0, len(order))
 	for _, n := range order {
