@@ -38,6 +38,9 @@ func (c ConntrackTool) DeleteUDP(ctx context.Context, flows []ConntrackFlow) err
 		if f.Dst.IsValid() {
 			args = append(args, "--orig-dst", f.Dst.String())
 		}
+		if f.Endpoint.Is6() {
+			args = append(args, "-f", "ipv6")
+		}
 		argv := append(append(append([]string(nil), c.Prefix...), "conntrack"), args...)
 		out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 		if err != nil && !strings.Contains(string(out), "0 flow entries") {

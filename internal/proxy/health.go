@@ -94,7 +94,14 @@ func (p *Proxier) Health() ProxyHealth {
 	healthy := p.health.oldestPending.IsZero() || now.Sub(p.health.oldestPending) < 2*p.opts.SyncPeriod
 	out := ProxyHealth{LastUpdated: p.health.lastUpdated, CurrentTime: now, Healthy: healthy}
 	if !p.health.lastUpdated.IsZero() {
-		out.Status = map[v1.IPFamily]ProxierHealth{v1.IPv4Protocol: {LastUpdated: p.health.lastUpdated, Healthy: healthy}}
+		out.Status = map[v1.IPFamily]ProxierHealth{}
+		for _, f := range p.families {
+			fam := v1.IPv4Protocol
+			if f.v6 {
+				fam = v1.IPv6Protocol
+			}
+			out.Status[fam] = ProxierHealth{LastUpdated: p.health.lastUpdated, Healthy: healthy}
+		}
 	}
 	return out
 }

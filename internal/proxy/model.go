@@ -9,8 +9,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// Input is everything one sync programs.
+// Input is everything one sync programs, for one IP family.
 type Input struct {
+	// IPv6 says the input is for the ip6 table: every address in it is
+	// IPv6.
+	IPv6 bool
 	// ClusterCIDR is the pod network; traffic to a ClusterIP from outside
 	// it is masqueraded, and pod traffic to a NodePort with
 	// externalTrafficPolicy Local is short-circuited to every endpoint.
@@ -102,12 +105,12 @@ func usable(eps []Endpoint) []Endpoint {
 	return terminating
 }
 
-// sourceRanges are the IPv4 loadBalancerSourceRanges of svc, or when the
+// sourceRanges are the loadBalancerSourceRanges of svc of one family, or when the
 // field is empty those of the annotation
 // service.beta.kubernetes.io/load-balancer-source-ranges (comma-separated),
 // as upstream reads them. Entries that do not parse are ignored (the API
 // server validates the field).
-func sourceRanges(svc *v1.Service) []netip.Prefix {
+func sourceRanges(svc *v1.Service, v6 bool) []netip.Prefix {
 	raw := svc.Spec.LoadBalancerSourceRanges
 	if len(raw) == 0 {
 		if a := strings.TrimSpace(svc.Annotations[v1.AnnotationLoadBalancerSourceRangesKey]); a != "" {
@@ -116,7 +119,7 @@ func sourceRanges(svc *v1.Service) []netip.Prefix {
 	}
 	var out []netip.Prefix
 	for _, r := range raw {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && p.Addr().Is4() {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && p.Addr().Is6() == v6 {
 			out = append(out, p.Masked())
 		}
 	}
@@ -127,12 +130,20 @@ func sourceRanges(svc *v1.Service) []netip.Prefix {
 // nodeName says which endpoints are local. Services without a ClusterIP
 // (headless, ExternalName) are left out; an endpoint port is matched to a
 // service port by name and protocol, as upstream does; slices of another
-// address family than IPv4 are ignored (Skiff's networks are IPv4).
+// address family than clusterCIDR's are ignored: the input is for that
+// family's table (a dual-stack Service is in both, by its ClusterIP of
+// each family).
 func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services []*v1.Service, slices []*discoveryv1.EndpointSlice) Input {
-	in := Input{ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR}
+	v6 := clusterCIDR.Addr().Is6()
+	in := Input{IPv6: v6, ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR}
+	inFamily := func(a netip.Addr) bool { return a.IsValid() && a.Is6() == v6 && !a.Is4In6() }
+	addrType := discoveryv1.AddressTypeIPv4
+	if v6 {
+		addrType = discoveryv1.AddressTypeIPv6
+	}
 	byService := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range slices {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 {
+		if s.AddressType != addrType {
 			continue
 		}
 		name := s.Labels[discoveryv1.LabelServiceName]
@@ -145,9 +156,19 @@ func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services
 		if svc.Spec.Type == v1.ServiceTypeExternalName {
 			continue
 		}
-		cip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-		if err != nil || !cip.Is4() {
-			continue // headless or not IPv4
+		var cip netip.Addr
+		ips := svc.Spec.ClusterIPs
+		if len(ips) == 0 {
+			ips = []string{svc.Spec.ClusterIP}
+		}
+		for _, s := range ips {
+			if a, err := netip.ParseAddr(s); err == nil && inFamily(a) {
+				cip = a
+				break
+			}
+		}
+		if !cip.IsValid() {
+			continue // headless, or no ClusterIP of this family
 		}
 		sl := byService[svc.Namespace+"/"+svc.Name]
 		sort.Slice(sl, func(i, j int) bool { return sl[i].Name < sl[j].Name })
@@ -165,17 +186,17 @@ func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services
 				p.NodePort = sp.NodePort
 			}
 			for _, s := range svc.Spec.ExternalIPs {
-				if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+				if a, err := netip.ParseAddr(s); err == nil && inFamily(a) {
 					p.ExternalIPs = append(p.ExternalIPs, a)
 				}
 			}
 			if svc.Spec.Type == v1.ServiceTypeLoadBalancer {
 				for _, ing := range svc.Status.LoadBalancer.Ingress {
-					if a, err := netip.ParseAddr(ing.IP); err == nil && a.Is4() {
+					if a, err := netip.ParseAddr(ing.IP); err == nil && inFamily(a) {
 						p.LoadBalancerIPs = append(p.LoadBalancerIPs, a)
 					}
 				}
-				p.SourceRanges = sourceRanges(svc)
+				p.SourceRanges = sourceRanges(svc, v6)
 				if p.ExternalLocal {
 					p.HealthCheckNodePort = svc.Spec.HealthCheckNodePort
 				}
@@ -217,7 +238,7 @@ func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services
 					local := e.NodeName != nil && *e.NodeName == nodeName && nodeName != ""
 					for _, a := range e.Addresses {
 						ip, err := netip.ParseAddr(a)
-						if err != nil || !ip.Is4() {
+						if err != nil || !inFamily(ip) {
 							continue
 						}
 						ap := netip.AddrPortFrom(ip, uint16(port))

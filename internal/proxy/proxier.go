@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +41,10 @@ type Options struct {
 	NodeName string
 	// ClusterCIDR (default 10.42.0.0/16) and ServiceCIDR (10.43.0.0/16).
 	ClusterCIDR, ServiceCIDR netip.Prefix
+	// ClusterCIDR6 and ServiceCIDR6, when ClusterCIDR6 is set, make the
+	// proxy dual-stack: IPv6 Services and endpoints are programmed in
+	// table ip6 skiff-proxy, the same way.
+	ClusterCIDR6, ServiceCIDR6 netip.Prefix
 	// SyncPeriod bounds how stale the kernel may get without a change
 	// (default 30 s); MinSyncPeriod is the least time between two syncs
 	// (default 1 s), so a burst of changes costs one sync.
@@ -54,10 +60,10 @@ type Options struct {
 	Clock clock.WithTicker
 	// ResyncPeriod of the informers (default 0: none).
 	ResyncPeriod time.Duration
-	// NodeIP is the node's primary address (default: its Node's first
-	// IPv4 InternalIP, once the Node is seen), for loadBalancerSourceRanges
-	// and --nodeport-addresses primary.
-	NodeIP netip.Addr
+	// NodeIP and NodeIP6 are the node's primary addresses (default: its
+	// Node's first InternalIP of each family, once the Node is seen), for
+	// loadBalancerSourceRanges and --nodeport-addresses primary.
+	NodeIP, NodeIP6 netip.Addr
 	// NodePortCIDRs and NodePortPrimary are --nodeport-addresses: NodePorts
 	// (and health-check ports) answer only on the local addresses in the
 	// CIDRs, or with NodePortPrimary only on NodeIP. Neither (the default)
@@ -87,10 +93,8 @@ type Proxier struct {
 	// kubeproxy_network_programming_duration_seconds.
 	pending []time.Time
 
-	// prev is the last ruleset applied; nil when unknown (start, after a
-	// failed sync), which makes the next sync list the table and rewrite it.
-	prev       *Ruleset
-	prevInput  Input
+	// families are the tables programmed: ip, and ip6 when dual-stack.
+	families   []*familyState
 	lastSynced time.Time
 
 	health   health
@@ -138,7 +142,21 @@ func New(client kubernetes.Interface, opts Options) *Proxier {
 		trigger: make(chan struct{}, 1),
 	}
 	p.hc.p = p
+	p.families = []*familyState{{clusterCIDR: opts.ClusterCIDR, serviceCIDR: opts.ServiceCIDR}}
+	if opts.ClusterCIDR6.IsValid() {
+		p.families = append(p.families, &familyState{v6: true, clusterCIDR: opts.ClusterCIDR6, serviceCIDR: opts.ServiceCIDR6})
+	}
 	return p
+}
+
+// familyState is one table's sync state.
+type familyState struct {
+	v6                       bool
+	clusterCIDR, serviceCIDR netip.Prefix
+	// prev is the last ruleset applied; nil when unknown (start, after a
+	// failed sync), which makes the next sync list the table and rewrite it.
+	prev      *Ruleset
+	prevInput Input
 }
 
 // hostAddrs are the addresses of the host's interfaces.
@@ -158,10 +176,10 @@ func hostAddrs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// nodePortAddresses resolves --nodeport-addresses now: nil for every
-// address, else the matching local IPv4 addresses (loopback excluded, as
-// upstream; an empty list means no NodePort answers).
-func (p *Proxier) nodePortAddresses(nodeIP netip.Addr) ([]netip.Addr, error) {
+// nodePortAddresses resolves --nodeport-addresses now for one family: nil
+// for every address, else the matching local addresses (loopback
+// excluded, as upstream; an empty list means no NodePort answers).
+func (p *Proxier) nodePortAddresses(nodeIP netip.Addr, v6 bool) ([]netip.Addr, error) {
 	if p.opts.NodePortPrimary {
 		if !nodeIP.IsValid() {
 			return []netip.Addr{}, fmt.Errorf("--nodeport-addresses primary: the node's address is not known yet")
@@ -173,18 +191,23 @@ func (p *Proxier) nodePortAddresses(nodeIP netip.Addr) ([]netip.Addr, error) {
 	}
 	var cidrs []netip.Prefix
 	for _, c := range p.opts.NodePortCIDRs {
-		if !c.Addr().Is4() {
+		if c.Addr().Is6() != v6 {
 			continue
 		}
 		if c.Bits() == 0 {
-			return nil, nil // 0.0.0.0/0: every address
+			return nil, nil // 0.0.0.0/0 or ::/0: every address
 		}
 		cidrs = append(cidrs, c)
+	}
+	if len(cidrs) == 0 {
+		// Only CIDRs of the other family: this one keeps every address,
+		// as upstream's per-family NodePortAddresses.
+		return nil, nil
 	}
 	addrs, err := p.opts.InterfaceAddrs()
 	out := []netip.Addr{}
 	for _, a := range addrs {
-		if !a.Is4() || a.IsLoopback() {
+		if a.Is6() != v6 || a.IsLoopback() || a.IsLinkLocalUnicast() {
 			continue
 		}
 		for _, c := range cidrs {
@@ -197,10 +220,13 @@ func (p *Proxier) nodePortAddresses(nodeIP netip.Addr) ([]netip.Addr, error) {
 	return out, err
 }
 
-// nodeIP is the configured node address or the Node's first IPv4
-// InternalIP.
-func (p *Proxier) nodeIP() netip.Addr {
-	if p.opts.NodeIP.IsValid() {
+// nodeIP is the configured node address or the Node's first InternalIP,
+// of one family.
+func (p *Proxier) nodeIP(v6 bool) netip.Addr {
+	if v6 && p.opts.NodeIP6.IsValid() {
+		return p.opts.NodeIP6
+	}
+	if !v6 && p.opts.NodeIP.IsValid() {
 		return p.opts.NodeIP
 	}
 	if n := p.node.Load(); n != nil {
@@ -208,7 +234,7 @@ func (p *Proxier) nodeIP() netip.Addr {
 			if a.Type != v1.NodeInternalIP {
 				continue
 			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is6() == v6 {
 				return ip
 			}
 		}
@@ -392,40 +418,63 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 	if err != nil {
 		return err
 	}
-	in := BuildInput(p.opts.ClusterCIDR, p.opts.ServiceCIDR, p.opts.NodeName, svcs, slices)
-	in.NodeIP = p.nodeIP()
-	npa, err := p.nodePortAddresses(in.NodeIP)
-	if err != nil {
-		// Programmed with what was found; the next sync looks again.
-		klog.FromContext(ctx).Error(err, "Listing the addresses for NodePorts")
-	}
-	in.NodePortAddresses = npa
-	want := Compute(in)
-	var existing *Existing
-	if p.prev == nil {
-		if existing, err = p.opts.Runner.List(ctx, Family, Table); err != nil {
-			return err
-		}
-	}
 	// A transaction started is finished even when ctx ends (it is atomic
 	// in the kernel anyway), so that shutdown never reports a failure.
 	applyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := p.opts.Runner.Apply(applyCtx, want.Transaction(p.prev, existing)); err != nil {
-		p.prev = nil
-		return err
-	}
-	p.prev = want
-	p.hc.sync(ctx, wantedHealthChecks(in), in.NodePortAddresses, p.recorder)
-	prevIn := p.prevInput
-	p.prevInput = in
-	if flows := staleUDPFlows(prevIn, in); len(flows) > 0 && p.opts.Conntrack != nil {
-		// The rules are in place; a failure here only delays the switch
-		// to the new endpoints, so it is logged, not retried.
-		if err := p.opts.Conntrack.DeleteUDP(applyCtx, flows); err != nil {
-			klog.FromContext(ctx).Error(err, "Deleting stale UDP conntrack flows")
+	hcWant := map[types.NamespacedName]hcWant{}
+	var hcAddrs []netip.Addr
+	hcAll := false
+	var errs []error
+	for _, fs := range p.families {
+		in := BuildInput(fs.clusterCIDR, fs.serviceCIDR, p.opts.NodeName, svcs, slices)
+		in.NodeIP = p.nodeIP(fs.v6)
+		npa, err := p.nodePortAddresses(in.NodeIP, fs.v6)
+		if err != nil {
+			// Programmed with what was found; the next sync looks again.
+			klog.FromContext(ctx).Error(err, "Listing the addresses for NodePorts")
+		}
+		in.NodePortAddresses = npa
+		want := Compute(in)
+		var existing *Existing
+		if fs.prev == nil {
+			if existing, err = p.opts.Runner.List(ctx, in.Family(), Table); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if err := p.opts.Runner.Apply(applyCtx, want.Transaction(fs.prev, existing)); err != nil {
+			fs.prev = nil
+			errs = append(errs, err)
+			continue
+		}
+		fs.prev = want
+		for k, w := range wantedHealthChecks(in) {
+			// A dual-stack pod is one endpoint in each family.
+			if o, ok := hcWant[k]; ok {
+				w.endpoints = max(w.endpoints, o.endpoints)
+			}
+			hcWant[k] = w
+		}
+		hcAll = hcAll || npa == nil
+		hcAddrs = append(hcAddrs, npa...)
+		prevIn := fs.prevInput
+		fs.prevInput = in
+		if flows := staleUDPFlows(prevIn, in); len(flows) > 0 && p.opts.Conntrack != nil {
+			// The rules are in place; a failure here only delays the switch
+			// to the new endpoints, so it is logged, not retried.
+			if err := p.opts.Conntrack.DeleteUDP(applyCtx, flows); err != nil {
+				klog.FromContext(ctx).Error(err, "Deleting stale UDP conntrack flows")
+			}
 		}
 	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if hcAll {
+		hcAddrs = nil
+	}
+	p.hc.sync(ctx, hcWant, hcAddrs, p.recorder)
 	return nil
 }
 

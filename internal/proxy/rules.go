@@ -11,10 +11,12 @@ import (
 	"strings"
 )
 
-// Table is the nftables table the proxy owns (family ip).
+// Table is the nftables table the proxy owns, in family ip (IPv4) and,
+// when the proxy has IPv6 networks, in family ip6.
 const (
-	Family = "ip"
-	Table  = "skiff-proxy"
+	Family  = "ip"
+	Family6 = "ip6"
+	Table   = "skiff-proxy"
 	// MasqueradeMark is the packet mark bit that asks the masquerading
 	// chain to SNAT a connection, upstream's 0x4000.
 	MasqueradeMark = "0x4000"
@@ -70,9 +72,27 @@ func portKey(p ServicePort) string {
 
 func proto(p ServicePort) string { return strings.ToLower(string(p.Protocol)) }
 
+// fam is what differs between the ip and ip6 tables' rule text.
+type fam struct {
+	nf       string // table family and address match: "ip" or "ip6"
+	addr     string // set key type
+	loopback string // NodePorts never answer there
+}
+
+func familyOf(in Input) fam {
+	if in.IPv6 {
+		return fam{nf: Family6, addr: "ipv6_addr", loopback: "::1"}
+	}
+	return fam{nf: Family, addr: "ipv4_addr", loopback: "127.0.0.0/8"}
+}
+
+// Family is the nftables family of the table the input is for.
+func (in Input) Family() string { return familyOf(in).nf }
+
 // Compute is the pure core: the table content for a snapshot.
 func Compute(in Input) *nft.Ruleset {
-	r := nft.New(Family, Table)
+	f := familyOf(in)
+	r := nft.New(f.nf, Table)
 	base := func(name, typ, hook, prio string) {
 		r.Chain(name, fmt.Sprintf("type %s hook %s priority %s; policy accept;", typ, hook, prio))
 	}
@@ -100,39 +120,39 @@ func Compute(in Input) *nft.Ruleset {
 		r.Add(c, "ct state new jump %s", clusterIPsCheck)
 	}
 
-	r.Set(clusterIPsSet, false, "type ipv4_addr;", true)
-	r.Set(serviceIPsMap, true, "type ipv4_addr . inet_proto . inet_service : verdict;", true)
+	r.Set(clusterIPsSet, false, "type "+f.addr+";", true)
+	r.Set(serviceIPsMap, true, "type "+f.addr+" . inet_proto . inet_service : verdict;", true)
 	r.Set(serviceNodePortsMap, true, "type inet_proto . inet_service : verdict;", true)
-	r.Set(noEndpointServicesMap, true, "type ipv4_addr . inet_proto . inet_service : verdict;", true)
+	r.Set(noEndpointServicesMap, true, "type "+f.addr+" . inet_proto . inet_service : verdict;", true)
 	r.Set(noEndpointNodePortsMap, true, "type inet_proto . inet_service : verdict;", true)
-	r.Set(hairpinSet, false, "type ipv4_addr . ipv4_addr . inet_proto . inet_service;", true)
-	r.Set(firewallIPsMap, true, "type ipv4_addr . inet_proto . inet_service : verdict;", true)
-	r.Add(firewallCheck, "ip daddr . meta l4proto . th dport vmap @%s", firewallIPsMap)
+	r.Set(hairpinSet, false, "type "+f.addr+" . "+f.addr+" . inet_proto . inet_service;", true)
+	r.Set(firewallIPsMap, true, "type "+f.addr+" . inet_proto . inet_service : verdict;", true)
+	r.Add(firewallCheck, "%s daddr . meta l4proto . th dport vmap @%s", f.nf, firewallIPsMap)
 	// NodePorts answer on every local address but loopback, or with
 	// --nodeport-addresses only on the addresses in nodeport-ips.
-	nodePortMatch := "fib daddr type local ip daddr != 127.0.0.0/8"
+	nodePortMatch := "fib daddr type local " + f.nf + " daddr != " + f.loopback
 	if in.NodePortAddresses != nil {
-		r.Set(nodePortIPsSet, false, "type ipv4_addr;", true)
+		r.Set(nodePortIPsSet, false, "type "+f.addr+";", true)
 		for _, a := range in.NodePortAddresses {
 			r.Elem(nodePortIPsSet, "%s", a)
 		}
-		nodePortMatch = "ip daddr @" + nodePortIPsSet
+		nodePortMatch = f.nf + " daddr @" + nodePortIPsSet
 	}
 
 	r.Add(markMasqChain, "mark set mark or %s", MasqueradeMark)
 	r.Add(masqueradingChain, "mark and %s != 0 mark set mark xor %s masquerade fully-random", MasqueradeMark, MasqueradeMark)
-	r.Add(masqueradingChain, "ct status dnat ip saddr . ip daddr . meta l4proto . th dport @%s masquerade fully-random", hairpinSet)
+	r.Add(masqueradingChain, "ct status dnat %s saddr . %s daddr . meta l4proto . th dport @%s masquerade fully-random", f.nf, f.nf, hairpinSet)
 
 	if in.ClusterCIDR.IsValid() {
-		r.Add(servicesChain, "ip daddr @%s ip saddr != %s jump %s", clusterIPsSet, in.ClusterCIDR, markMasqChain)
+		r.Add(servicesChain, "%s daddr @%s %s saddr != %s jump %s", f.nf, clusterIPsSet, f.nf, in.ClusterCIDR, markMasqChain)
 	}
-	r.Add(servicesChain, "ip daddr . meta l4proto . th dport vmap @%s", serviceIPsMap)
+	r.Add(servicesChain, "%s daddr . meta l4proto . th dport vmap @%s", f.nf, serviceIPsMap)
 	r.Add(servicesChain, "%s meta l4proto . th dport vmap @%s", nodePortMatch, serviceNodePortsMap)
-	r.Add(serviceEndpointsCheck, "ip daddr . meta l4proto . th dport vmap @%s", noEndpointServicesMap)
+	r.Add(serviceEndpointsCheck, "%s daddr . meta l4proto . th dport vmap @%s", f.nf, noEndpointServicesMap)
 	r.Add(nodePortEndpointsCheck, "%s meta l4proto . th dport vmap @%s", nodePortMatch, noEndpointNodePortsMap)
-	r.Add(clusterIPsCheck, "ip daddr @%s goto %s", clusterIPsSet, rejectChain)
+	r.Add(clusterIPsCheck, "%s daddr @%s goto %s", f.nf, clusterIPsSet, rejectChain)
 	if in.ServiceCIDR.IsValid() {
-		r.Add(clusterIPsCheck, "ip daddr %s drop", in.ServiceCIDR)
+		r.Add(clusterIPsCheck, "%s daddr %s drop", f.nf, in.ServiceCIDR)
 	}
 	// TCP gets a reset rather than upstream's ICMP port-unreachable: the
 	// kernel rate-limits ICMP errors per destination (a client that just
@@ -154,6 +174,7 @@ func Compute(in Input) *nft.Ruleset {
 func computePort(r *nft.Ruleset, in Input, p ServicePort, clusterIPs map[netip.Addr]bool, hairpins map[string]bool) {
 	key := portKey(p)
 	pr := proto(p)
+	f := familyOf(in)
 	clusterEps := usable(p.Endpoints)
 	var locals []Endpoint
 	for _, ep := range p.Endpoints {
@@ -212,7 +233,7 @@ func computePort(r *nft.Ruleset, in Input, p ServicePort, clusterIPs map[netip.A
 			}
 		}
 		r.Chain(fw, "")
-		r.Add(fw, "ip saddr != { %s } drop", strings.Join(sources, ", "))
+		r.Add(fw, "%s saddr != { %s } drop", f.nf, strings.Join(sources, ", "))
 		for _, ip := range p.LoadBalancerIPs {
 			r.Elem(firewallIPsMap, "%s . %s . %d : goto %s", ip, pr, p.Port, fw)
 		}
@@ -253,7 +274,7 @@ func computePort(r *nft.Ruleset, in Input, p ServicePort, clusterIPs map[netip.A
 				// Pod traffic to an external address is not subject to
 				// the policy, as if it went out to a load balancer and
 				// came back in.
-				r.Add(externalChain, "ip saddr %s goto %s", in.ClusterCIDR, clusterChain)
+				r.Add(externalChain, "%s saddr %s goto %s", f.nf, in.ClusterCIDR, clusterChain)
 			}
 			r.Add(externalChain, "fib saddr type local jump %s", markMasqChain)
 			r.Add(externalChain, "fib saddr type local goto %s", clusterChain)
@@ -274,23 +295,23 @@ func computePort(r *nft.Ruleset, in Input, p ServicePort, clusterIPs map[netip.A
 		for _, ep := range clusterEps {
 			reachable[ep.String()] = ep
 		}
-		writeEndpoints(r, p, clusterChain, clusterEps, affinity)
+		writeEndpoints(r, f, p, clusterChain, clusterEps, affinity)
 	}
 	if usesLocal {
 		for _, ep := range localEps {
 			reachable[ep.String()] = ep
 		}
-		writeEndpoints(r, p, localChain, localEps, affinity)
+		writeEndpoints(r, f, p, localChain, localEps, affinity)
 	}
 	if affinity {
 		for _, ep := range reachable {
 			r.Set(affinitySet(p, ep), false,
-				fmt.Sprintf("type ipv4_addr; flags dynamic,timeout; timeout %ds;", p.AffinitySeconds), false)
+				fmt.Sprintf("type %s; flags dynamic,timeout; timeout %ds;", f.addr, p.AffinitySeconds), false)
 			epChain := endpointChain(p, ep)
 			if _, ok := r.Chains[epChain]; ok {
 				continue
 			}
-			r.Add(epChain, "update @%s { ip saddr }", affinitySet(p, ep))
+			r.Add(epChain, "update @%s { %s saddr }", affinitySet(p, ep), f.nf)
 			r.Add(epChain, "meta l4proto %s dnat to %s", pr, ep)
 		}
 	}
@@ -308,13 +329,13 @@ func endpointChain(p ServicePort, ep Endpoint) string {
 
 // writeEndpoints fills a policy chain: one DNAT through a random choice,
 // or with affinity, jumps to per-endpoint chains that remember the client.
-func writeEndpoints(r *nft.Ruleset, p ServicePort, chain string, eps []Endpoint, affinity bool) {
+func writeEndpoints(r *nft.Ruleset, f fam, p ServicePort, chain string, eps []Endpoint, affinity bool) {
 	pr := proto(p)
 	r.Chain(chain, "")
 	if affinity {
 		var elems []string
 		for i, ep := range eps {
-			r.Add(chain, "ip saddr @%s goto %s", affinitySet(p, ep), endpointChain(p, ep))
+			r.Add(chain, "%s saddr @%s goto %s", f.nf, affinitySet(p, ep), endpointChain(p, ep))
 			elems = append(elems, fmt.Sprintf("%d : goto %s", i, endpointChain(p, ep)))
 		}
 		r.Add(chain, "numgen random mod %d vmap { %s }", len(eps), strings.Join(elems, ", "))
@@ -328,7 +349,7 @@ func writeEndpoints(r *nft.Ruleset, p ServicePort, chain string, eps []Endpoint,
 	for i, ep := range eps {
 		elems[i] = fmt.Sprintf("%d : %s . %d", i, ep.IP, ep.Port)
 	}
-	r.Add(chain, "meta l4proto %s dnat ip addr . port to numgen random mod %d map { %s }", pr, len(eps), strings.Join(elems, ", "))
+	r.Add(chain, "meta l4proto %s dnat %s addr . port to numgen random mod %d map { %s }", pr, f.nf, len(eps), strings.Join(elems, ", "))
 }
 
 // Aliases so that callers of the proxy need not import nft.
@@ -339,5 +360,5 @@ type (
 	NFT      = nft.NFT
 )
 
-// CleanupScript removes the proxy's table (and nothing else).
-func CleanupScript() string { return nft.CleanupScript(Family, Table) }
+// CleanupScript removes the proxy's tables (and nothing else).
+func CleanupScript() string { return nft.CleanupScript(Family, Table) + nft.CleanupScript(Family6, Table) }

@@ -73,6 +73,8 @@ func TestComputeGolden(t *testing.T) {
 		slices   []*discoveryv1.EndpointSlice
 		// input adjusts what BuildInput leaves to the proxy's options.
 		input func(*Input)
+		// v6 builds the ip6 table (IPv6 cluster and service CIDRs).
+		v6 bool
 	}{
 		{name: "empty"},
 		{
@@ -159,6 +161,34 @@ func TestComputeGolden(t *testing.T) {
 			},
 		},
 		{
+			// The IPv6 half of a dual-stack Service (its IPv4 ClusterIP and
+			// slice are left to the ip table), with affinity, a load
+			// balancer with source ranges and a NodePort.
+			name: "ipv6-dual-stack",
+			v6:   true,
+			services: []*v1.Service{svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}, nodePort(30080), func(s *v1.Service) {
+				s.Spec.Type = v1.ServiceTypeLoadBalancer
+				s.Spec.ClusterIPs = []string{"10.43.0.20", "fd00:43::20"}
+				s.Spec.LoadBalancerSourceRanges = []string{"192.168.7.0/24", "fd00:7::/64"}
+				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "192.168.50.1"}, {IP: "fd00:50::1"}}
+			}), svc("default", "sticky", "fd00:43::40", []v1.ServicePort{tcp("", 80)}, func(s *v1.Service) {
+				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+			})},
+			slices: []*discoveryv1.EndpointSlice{
+				slice("default", "web", "http", v1.ProtocolTCP, 8080, three...),
+				func() *discoveryv1.EndpointSlice {
+					s := slice("default", "web", "http", v1.ProtocolTCP, 8080, ep{ip: "fd00:42:1::2", node: "n1"}, ep{ip: "fd00:42:2::2", node: "n2"})
+					s.Name, s.AddressType = "web-v6", discoveryv1.AddressTypeIPv6
+					return s
+				}(),
+				func() *discoveryv1.EndpointSlice {
+					s := slice("default", "sticky", "", v1.ProtocolTCP, 8080, ep{ip: "fd00:42:1::3", node: "n1"})
+					s.AddressType = discoveryv1.AddressTypeIPv6
+					return s
+				}(),
+			},
+		},
+		{
 			name: "session-affinity",
 			services: []*v1.Service{svc("default", "sticky", "10.43.0.40", []v1.ServicePort{tcp("", 80)}, func(s *v1.Service) {
 				s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
@@ -178,7 +208,11 @@ func TestComputeGolden(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			build := func() Input {
-				in := BuildInput(clusterCIDR, serviceCIDR, "n1", tc.services, tc.slices)
+				cc, sc := clusterCIDR, serviceCIDR
+				if tc.v6 {
+					cc, sc = netip.MustParsePrefix("fd00:42::/48"), netip.MustParsePrefix("fd00:43::/112")
+				}
+				in := BuildInput(cc, sc, "n1", tc.services, tc.slices)
 				if tc.input != nil {
 					tc.input(&in)
 				}

@@ -71,13 +71,16 @@ func (f Flags) Config() (Config, error) {
 	if !f.Cleanup && strings.TrimSpace(f.Kubeconfig) == "" {
 		errs = append(errs, errors.New("--kubeconfig is required"))
 	}
-	cluster, err := netip.ParsePrefix(f.ClusterCIDR)
-	if err != nil || !cluster.Addr().Is4() {
-		errs = append(errs, fmt.Errorf("--cluster-cidr %q is not an IPv4 CIDR", f.ClusterCIDR))
+	cluster, cluster6, err := dualCIDRs("--cluster-cidr", f.ClusterCIDR)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	service, err := netip.ParsePrefix(f.ServiceCIDR)
-	if err != nil || !service.Addr().Is4() {
-		errs = append(errs, fmt.Errorf("--service-cidr %q is not an IPv4 CIDR", f.ServiceCIDR))
+	service, service6, err := dualCIDRs("--service-cidr", f.ServiceCIDR)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err == nil && cluster6.IsValid() != service6.IsValid() {
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q and --service-cidr %q must both be dual-stack or both IPv4", f.ClusterCIDR, f.ServiceCIDR))
 	}
 	if f.MinSyncPeriod <= 0 || f.SyncPeriod < f.MinSyncPeriod {
 		errs = append(errs, fmt.Errorf("--sync-period (%v) must be at least --min-sync-period (%v), which must be positive", f.SyncPeriod, f.MinSyncPeriod))
@@ -87,7 +90,8 @@ func (f Flags) Config() (Config, error) {
 		cfg.NodeName, _ = os.Hostname()
 	}
 	cfg.NodeName = strings.ToLower(cfg.NodeName)
-	cfg.Proxy = proxy.Options{NodeName: cfg.NodeName, ClusterCIDR: cluster.Masked(), ServiceCIDR: service.Masked(),
+	cfg.Proxy = proxy.Options{NodeName: cfg.NodeName, ClusterCIDR: cluster, ServiceCIDR: service,
+		ClusterCIDR6: cluster6, ServiceCIDR6: service6,
 		SyncPeriod: f.SyncPeriod, MinSyncPeriod: f.MinSyncPeriod}
 	cidrs, primary, err := proxy.ParseNodePortAddresses(f.NodePortAddrs)
 	if err != nil {
@@ -95,6 +99,33 @@ func (f Flags) Config() (Config, error) {
 	}
 	cfg.Proxy.NodePortCIDRs, cfg.Proxy.NodePortPrimary = cidrs, primary
 	return cfg, errors.Join(errs...)
+}
+
+// dualCIDRs reads an IPv4 CIDR, or "IPv4,IPv6" (either order) for a
+// dual-stack network, as kube-proxy's comma-separated flags.
+func dualCIDRs(flag, val string) (v4, v6 netip.Prefix, err error) {
+	parts := strings.Split(val, ",")
+	bad := fmt.Errorf("%s %q: want an IPv4 CIDR, or an IPv4 and an IPv6 CIDR separated by a comma", flag, val)
+	if len(parts) > 2 {
+		return v4, v6, bad
+	}
+	for _, s := range parts {
+		p, perr := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case perr != nil:
+			return v4, v6, bad
+		case p.Addr().Is4() && !v4.IsValid():
+			v4 = p.Masked()
+		case p.Addr().Is6() && !v6.IsValid():
+			v6 = p.Masked()
+		default:
+			return v4, v6, bad
+		}
+	}
+	if !v4.IsValid() {
+		return v4, v6, bad
+	}
+	return v4, v6, nil
 }
 
 // NewCommand builds `skiff proxy`.
@@ -123,8 +154,8 @@ ip skiff-netpol), as the node agent does. SIGINT or SIGTERM stops it.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required)")
 	fs.StringVar(&f.HostnameOverride, "hostname-override", "", "this node's name, for externalTrafficPolicy/internalTrafficPolicy Local (default: the hostname)")
-	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the pod network; traffic to a ClusterIP from outside it is masqueraded")
-	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "the Service network; traffic to an unallocated address in it is dropped")
+	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the pod network (IPv4, or IPv4,IPv6 for dual stack: table ip6 skiff-proxy too); traffic to a ClusterIP from outside it is masqueraded")
+	fs.StringVar(&f.ServiceCIDR, "service-cidr", f.ServiceCIDR, "the Service network (IPv4, or IPv4,IPv6 with a dual-stack --cluster-cidr); traffic to an unallocated address in it is dropped")
 	fs.DurationVar(&f.SyncPeriod, "sync-period", f.SyncPeriod, "the longest time between two syncs of the rules")
 	fs.DurationVar(&f.MinSyncPeriod, "min-sync-period", f.MinSyncPeriod, "the shortest time between two syncs (changes in between are batched)")
 	fs.StringVar(&f.MetricsAddress, "metrics-bind-address", f.MetricsAddress, "host:port for /healthz and /metrics over plain HTTP (empty disables)")

@@ -21,6 +21,12 @@ func TestFlagsConfig(t *testing.T) {
 		{name: "nodeport addresses cidrs", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"10.0.0.0/8", "192.168.1.0/24"} }},
 		{name: "nodeport addresses bad", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"eth0"} }, wantErr: "--nodeport-addresses"},
 		{name: "nodeport addresses primary and cidrs", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.NodePortAddrs = []string{"primary", "10.0.0.0/8"} }, wantErr: "cannot be combined"},
+		{name: "dual stack", mutate: func(f *Flags) {
+			f.Kubeconfig, f.ClusterCIDR, f.ServiceCIDR = "k", "10.42.0.0/16,fd00:42::/48", "fd00:43::/112,10.43.0.0/16"
+		}},
+		{name: "ipv6 only is refused", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.ClusterCIDR = "fd00:42::/48" }, wantErr: "--cluster-cidr"},
+		{name: "dual cluster with single service", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.ClusterCIDR = "10.42.0.0/16,fd00:42::/48" }, wantErr: "both be dual-stack"},
+		{name: "two ipv4", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.ServiceCIDR = "10.43.0.0/16,10.44.0.0/16" }, wantErr: "--service-cidr"},
 		{name: "periods", mutate: func(f *Flags) { f.Kubeconfig = "k"; f.SyncPeriod = time.Millisecond }, wantErr: "--sync-period"},
 	}
 	for _, tc := range tests {
@@ -34,6 +40,9 @@ func TestFlagsConfig(t *testing.T) {
 				}
 				if cfg.Proxy.ClusterCIDR.String() != "10.42.0.0/16" || cfg.Proxy.MinSyncPeriod != time.Second || cfg.NodeName == "" || cfg.HealthzAddress != "0.0.0.0:10256" {
 					t.Errorf("config: %+v", cfg)
+				}
+				if strings.Contains(f.ClusterCIDR, ",") && (cfg.Proxy.ClusterCIDR6.String() != "fd00:42::/48" || cfg.Proxy.ServiceCIDR6.String() != "fd00:43::/112" || cfg.Proxy.ServiceCIDR.String() != "10.43.0.0/16") {
+					t.Errorf("dual stack: %+v", cfg.Proxy)
 				}
 				if got := fmt.Sprint(cfg.Proxy.NodePortPrimary, cfg.Proxy.NodePortCIDRs); len(f.NodePortAddrs) > 0 && got != map[bool]string{true: "true []", false: "false [10.0.0.0/8 192.168.1.0/24]"}[f.NodePortAddrs[0] == "primary"] {
 					t.Errorf("nodeport addresses %v: %s", f.NodePortAddrs, got)

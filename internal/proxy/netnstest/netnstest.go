@@ -74,6 +74,8 @@ func Available() error {
 // (from 1) has address 10.42.i.2/24 with its default route through the
 // node's 10.42.i.1. The node has 172.31.0.1 on lo as the source of its
 // route to the service network 10.43.0.0/16, so it can reach ClusterIPs.
+// IPv6 the same way: pod i fd00:42:i::2/64 via the node's fd00:42:i::1,
+// the node's fd00:31::1 on lo for its route to fd00:43::/112.
 type Topology struct {
 	Node string
 	Pods []string
@@ -85,6 +87,13 @@ func NodeIP(i int) string { return fmt.Sprintf("10.42.%d.1", i) }
 // PodIP is pod i's address.
 func PodIP(i int) string { return fmt.Sprintf("10.42.%d.2", i) }
 
+// NodeIP6 and PodIP6 are the IPv6 addresses of the node on pod i's link
+// and of pod i.
+func NodeIP6(i int) string { return fmt.Sprintf("fd00:42:%d::1", i) }
+
+// PodIP6 is pod i's IPv6 address.
+func PodIP6(i int) string { return fmt.Sprintf("fd00:42:%d::2", i) }
+
 // New creates the namespaces (prefix keeps concurrent runs apart).
 func New(prefix string, pods int) (*Topology, error) {
 	t := &Topology{Node: prefix + "-node"}
@@ -92,7 +101,9 @@ func New(prefix string, pods int) (*Topology, error) {
 		"ip netns add " + t.Node,
 		"ip -n " + t.Node + " link set lo up",
 		"ip netns exec " + t.Node + " sysctl -qw net.ipv4.ip_forward=1",
+		"ip netns exec " + t.Node + " sysctl -qw net.ipv6.conf.all.forwarding=1",
 		"ip -n " + t.Node + " addr add 172.31.0.1/32 dev lo",
+		"ip -n " + t.Node + " addr add fd00:31::1/128 dev lo",
 	}
 	for i := 1; i <= pods; i++ {
 		pod := fmt.Sprintf("%s-pod%d", prefix, i)
@@ -106,12 +117,16 @@ func New(prefix string, pods int) (*Topology, error) {
 			fmt.Sprintf("ip -n %s addr add %s/24 dev eth0", pod, PodIP(i)),
 			fmt.Sprintf("ip -n %s link set eth0 up", pod),
 			fmt.Sprintf("ip -n %s route add default via %s", pod, NodeIP(i)),
+			fmt.Sprintf("ip -n %s addr add %s/64 dev vp%d nodad", t.Node, NodeIP6(i), i),
+			fmt.Sprintf("ip -n %s addr add %s/64 dev eth0 nodad", pod, PodIP6(i)),
+			fmt.Sprintf("ip -n %s route add default via %s", pod, NodeIP6(i)),
 		)
 	}
 	if pods > 0 {
 		// The service network needs a route for the first lookup; DNAT
 		// then reroutes to the endpoint.
-		cmds = append(cmds, "ip -n "+t.Node+" route add 10.43.0.0/16 dev vp1 src 172.31.0.1")
+		cmds = append(cmds, "ip -n "+t.Node+" route add 10.43.0.0/16 dev vp1 src 172.31.0.1",
+			"ip -n "+t.Node+" route add fd00:43::/112 dev vp1 src fd00:31::1")
 	}
 	for _, c := range cmds {
 		if err := Sh(c); err != nil {
@@ -135,7 +150,7 @@ func Serve(ns, addr, reply string) (net.Listener, error) {
 	var ln net.Listener
 	err := Run(ns, func() error {
 		var err error
-		ln, err = net.Listen("tcp4", addr)
+		ln, err = net.Listen("tcp", addr)
 		return err
 	})
 	if err != nil {
