@@ -361,4 +361,6 @@ type (
 )
 
 // CleanupScript removes the proxy's tables (and nothing else).
-func CleanupScript() string { return nft.CleanupScript(Family, Table) + nft.CleanupScript(Family6, Table) }
+func CleanupScript() string {
+	return nft.CleanupScript(Family, Table) + nft.CleanupScript(Family6, Table)
+}
