@@ -276,7 +276,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 		node, err := kubeletserver.NewNode(a.kubelet, rs, is, kubeletserver.Options{
 			Address: fmt.Sprintf(":%d", port), Certificate: api.Certificate, ClientCA: api.ClientCA, NodeName: kopts.NodeName,
-			Metrics: kubeletMetrics,
+			Metrics: kubeletMetrics, APIClient: client, // tokens and authorization asked of the API server
 		}, api.Rotation)
 		if err != nil {
 			return nil, fmt.Errorf("agent: kubelet API: %w", err)

@@ -235,6 +235,14 @@ func withLabels(m metav1.ObjectMeta, labels map[string]string) metav1.ObjectMeta
 	return m
 }
 
+// KubeletAPIAdminBinding binds system:kubelet-api-admin to the API
+// server's kubelet client identity (KubeletAPIClientUser, the CN of
+// pki's apiserver-kubelet-client certificate).
+const (
+	KubeletAPIAdminBinding = "skiff:kubelet-api-admin"
+	KubeletAPIClientUser   = "kube-apiserver-kubelet-client"
+)
+
 // SkiffClusterRoleBindings are the bindings Skiff adds to upstream's.
 func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	group := func(name string) []rbacv1.Subject {
@@ -248,5 +256,9 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
 		{ObjectMeta: defaults(KubeletServingApproverRole), RoleRef: ref(KubeletServingApproverRole), Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}}},
 		{ObjectMeta: defaults(NodeLocalPathRole), RoleRef: ref(NodeLocalPathRole), Subjects: group("system:nodes")},
+		// Kubelets authorize every request with a SubjectAccessReview; the
+		// API server's kubelet client (logs, exec, port-forward, metrics)
+		// uses their whole API, as kubeadm's admin-group certificate may.
+		{ObjectMeta: defaults(KubeletAPIAdminBinding), RoleRef: ref("system:kubelet-api-admin"), Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: KubeletAPIClientUser}}},
 	}
 }
