@@ -27,6 +27,9 @@ type Zone struct {
 	// ServiceCIDR and ClusterCIDR: reverse lookups of addresses in them
 	// that match nothing are NXDOMAIN here instead of being forwarded.
 	ServiceCIDR, ClusterCIDR netip.Prefix
+	// ServiceCIDR6 and ClusterCIDR6 are the IPv6 networks of a dual-stack
+	// cluster, the same way (invalid: none).
+	ServiceCIDR6, ClusterCIDR6 netip.Prefix
 }
 
 // Resolver is the pure core: it answers questions about the cluster zone
@@ -76,7 +79,7 @@ func (r *Resolver) inZone(name string) bool {
 // Resolve answers one question.
 func (r *Resolver) Resolve(q mdns.Question) Answer {
 	name := strings.ToLower(mdns.Fqdn(q.Name))
-	if strings.HasSuffix(name, ".in-addr.arpa.") {
+	if strings.HasSuffix(name, ".in-addr.arpa.") || strings.HasSuffix(name, ".ip6.arpa.") {
 		return r.reverse(q, name)
 	}
 	if !r.inZone(name) {
@@ -356,9 +359,14 @@ func (r *Resolver) pod(q mdns.Question, labels []string) Answer {
 	case 0, 1:
 		return r.nodata()
 	case 2:
+		// a-b-c-d (IPv4) or the IPv6 address with dashes for colons
+		// (fd00-42-1--5), as CoreDNS reads pod names.
 		ip, err := netip.ParseAddr(strings.ReplaceAll(labels[0], "-", "."))
 		if err != nil || !ip.Is4() {
-			return r.nxdomain()
+			ip, err = netip.ParseAddr(strings.ReplaceAll(labels[0], "-", ":"))
+			if err != nil || !ip.Is6() || ip.Zone() != "" {
+				return r.nxdomain()
+			}
 		}
 		return r.records(q, []string{ip.String()})
 	}
@@ -369,15 +377,12 @@ func (r *Resolver) pod(q mdns.Question, labels []string) Answer {
 // Addresses outside the cluster's networks that match nothing are
 // forwarded; inside them they are NXDOMAIN.
 func (r *Resolver) reverse(q mdns.Question, name string) Answer {
-	parts := strings.Split(strings.TrimSuffix(name, ".in-addr.arpa."), ".")
-	if len(parts) != 4 {
+	ip, ok := reverseAddr(name)
+	if !ok {
 		return Answer{Forward: true}
 	}
-	ip, err := netip.ParseAddr(parts[3] + "." + parts[2] + "." + parts[1] + "." + parts[0])
-	if err != nil {
-		return Answer{Forward: true}
-	}
-	ours := r.zone.ServiceCIDR.Contains(ip) || r.zone.ClusterCIDR.Contains(ip)
+	ours := r.zone.ServiceCIDR.Contains(ip) || r.zone.ClusterCIDR.Contains(ip) ||
+		r.zone.ServiceCIDR6.Contains(ip) || r.zone.ClusterCIDR6.Contains(ip)
 	var targets []string
 	for _, svc := range r.src.ServicesByIP(ip.String()) {
 		targets = append(targets, r.svcFQDN(svc))
@@ -411,4 +416,34 @@ func (r *Resolver) reverse(q mdns.Question, name string) Answer {
 		a.Answer = append(a.Answer, &mdns.PTR{Hdr: r.hdr(q.Name, mdns.TypePTR), Ptr: t})
 	}
 	return a
+}
+
+// reverseAddr reads the address of a full in-addr.arpa (4 labels) or
+// ip6.arpa (32 nibbles) name.
+func reverseAddr(name string) (netip.Addr, bool) {
+	if v4, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
+		parts := strings.Split(v4, ".")
+		if len(parts) != 4 {
+			return netip.Addr{}, false
+		}
+		ip, err := netip.ParseAddr(parts[3] + "." + parts[2] + "." + parts[1] + "." + parts[0])
+		return ip, err == nil && ip.Is4()
+	}
+	v6, _ := strings.CutSuffix(name, ".ip6.arpa.")
+	nibbles := strings.Split(v6, ".")
+	if len(nibbles) != 32 {
+		return netip.Addr{}, false
+	}
+	var b strings.Builder
+	for i := 31; i >= 0; i-- {
+		if len(nibbles[i]) != 1 {
+			return netip.Addr{}, false
+		}
+		b.WriteString(nibbles[i])
+		if i%4 == 0 && i > 0 {
+			b.WriteByte(':')
+		}
+	}
+	ip, err := netip.ParseAddr(b.String())
+	return ip, err == nil && ip.Is6()
 }

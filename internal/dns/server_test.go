@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -77,6 +78,15 @@ func clusterObjects() []runtime.Object {
 			s.Spec.ExternalName = "www.example.com"
 			s.Spec.ClusterIPs = nil
 		}),
+		// Dual stack: a Service with a ClusterIP of each family, a
+		// headless one with IPv6 endpoints.
+		service("v6", "dual", "10.43.0.21", func(s *v1.Service) { s.Spec.ClusterIPs = []string{"10.43.0.21", "fd00:43::21"} }),
+		service("v6", "db6", v1.ClusterIPNone),
+		func() *discoveryv1.EndpointSlice {
+			s := endpointSlice("v6", "db6", addr{ip: "fd00:42:1::5", host: "db6-0", ready: true}, addr{ip: "fd00:42:1::6", ready: true})
+			s.AddressType = discoveryv1.AddressTypeIPv6
+			return s
+		}(),
 	}
 }
 
@@ -217,7 +227,8 @@ func render(m *mdns.Msg) string {
 
 func TestAnswersGolden(t *testing.T) {
 	up := startUpstream(t, 0)
-	s, _ := startServer(t, Options{Upstreams: []string{up.addr}}, clusterObjects()...)
+	s, _ := startServer(t, Options{Upstreams: []string{up.addr}, Zone: Zone{
+		ServiceCIDR6: netip.MustParsePrefix("fd00:43::/112"), ClusterCIDR6: netip.MustParsePrefix("fd00:42::/48")}}, clusterObjects()...)
 	queries := []struct {
 		name  string
 		qtype uint16
@@ -251,6 +262,17 @@ func TestAnswersGolden(t *testing.T) {
 		{"99.0.43.10.in-addr.arpa.", mdns.TypePTR, "udp"},
 		{"www.example.com.", mdns.TypeA, "udp"},
 		{"nope.example.com.", mdns.TypeA, "udp"},
+		{"dual.v6.svc.cluster.local.", mdns.TypeA, "udp"},
+		{"dual.v6.svc.cluster.local.", mdns.TypeAAAA, "udp"},
+		{"db6.v6.svc.cluster.local.", mdns.TypeAAAA, "udp"},
+		{"db6.v6.svc.cluster.local.", mdns.TypeA, "udp"},
+		{"db6-0.db6.v6.svc.cluster.local.", mdns.TypeAAAA, "udp"},
+		{"fd00-42-1--6.db6.v6.svc.cluster.local.", mdns.TypeAAAA, "udp"},
+		{"_http._tcp.db6.v6.svc.cluster.local.", mdns.TypeSRV, "udp"},
+		{"fd00-42-3--4.v6.pod.cluster.local.", mdns.TypeAAAA, "udp"},
+		{"1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.3.4.0.0.0.0.d.f.ip6.arpa.", mdns.TypePTR, "udp"},
+		{"5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.0.0.2.4.0.0.0.0.d.f.ip6.arpa.", mdns.TypePTR, "udp"},
+		{"9.9.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.3.4.0.0.0.0.d.f.ip6.arpa.", mdns.TypePTR, "udp"},
 	}
 	var b strings.Builder
 	for _, q := range queries {
