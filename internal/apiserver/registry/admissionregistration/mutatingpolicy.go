@@ -218,6 +218,67 @@ func ValidateMutatingAdmissionPolicySpec(spec *admissionregistrationv1.MutatingA
 	return errs
 }
 
+// ValidateValidatingAdmissionPolicyExpressions compiles the expressions
+// of a ValidatingAdmissionPolicy as upstream's validation does (each in
+// the environment the admission plugin compiles it in: messageExpression
+// without `authorizer`); old is the stored spec on update, whose
+// expressions compile in the stored-expressions environment.
+func ValidateValidatingAdmissionPolicyExpressions(spec *admissionregistrationv1.ValidatingAdmissionPolicySpec, path *field.Path, old *admissionregistrationv1.ValidatingAdmissionPolicySpec) field.ErrorList {
+	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	if err != nil {
+		return field.ErrorList{field.InternalError(path, err)}
+	}
+	stored := sets.New[string]()
+	if old != nil {
+		for _, v := range old.Validations {
+			stored.Insert(v.Expression, v.MessageExpression)
+		}
+		for _, a := range old.AuditAnnotations {
+			stored.Insert(a.ValueExpression)
+		}
+		for _, c := range old.MatchConditions {
+			stored.Insert(c.Expression)
+		}
+		for _, v := range old.Variables {
+			stored.Insert(v.Expression)
+		}
+	}
+	envFor := func(expr string) environment.Type {
+		if stored.Has(expr) {
+			return environment.StoredExpressions
+		}
+		return environment.NewExpressions
+	}
+	opts := plugincel.OptionalVariableDeclarations{HasParams: spec.ParamKind != nil, HasAuthorizer: true}
+	noAuthz := plugincel.OptionalVariableDeclarations{HasParams: spec.ParamKind != nil}
+	var errs field.ErrorList
+	check := func(p *field.Path, a plugincel.ExpressionAccessor, o plugincel.OptionalVariableDeclarations) {
+		if strings.TrimSpace(a.GetExpression()) == "" {
+			return // required fields are checked by the structural validation
+		}
+		errs = appendCELError(errs, p, a.GetExpression(), compiler.CompileCELExpression(a, o, envFor(a.GetExpression())).Error)
+	}
+	for i, v := range spec.Variables {
+		if strings.TrimSpace(v.Expression) == "" {
+			continue
+		}
+		r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, opts, envFor(v.Expression))
+		errs = appendCELError(errs, path.Child("variables").Index(i).Child("expression"), v.Expression, r.Error)
+	}
+	for i := range spec.MatchConditions {
+		check(path.Child("matchConditions").Index(i).Child("expression"), (*matchconditions.MatchCondition)(&spec.MatchConditions[i]), opts)
+	}
+	for i, v := range spec.Validations {
+		vp := path.Child("validations").Index(i)
+		check(vp.Child("expression"), &validating.ValidationCondition{Expression: v.Expression}, opts)
+		check(vp.Child("messageExpression"), &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}, noAuthz)
+	}
+	for i, a := range spec.AuditAnnotations {
+		check(path.Child("auditAnnotations").Index(i).Child("valueExpression"), &validating.AuditAnnotationCondition{Key: a.Key, ValueExpression: a.ValueExpression}, opts)
+	}
+	return errs
+}
+
 // storedExpressions are the expressions of the stored spec, which keep
 // compiling with the stored-expressions environment (upstream's rule, so
 // that a library removed later does not make a policy un-updatable).

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 )
 
@@ -172,5 +173,43 @@ func TestMutatingPolicyTableRows(t *testing.T) {
 	}
 	if diff := cmp.Diff([]interface{}{"b", "label", "*/p"}, row[:3]); diff != "" {
 		t.Errorf("binding row (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidatingPolicyExpressions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec admissionregistrationv1.ValidatingAdmissionPolicySpec
+		want []string
+	}{
+		{
+			name: "compiles (types are the status controller's to check)",
+			spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				Variables:   []admissionregistrationv1.Variable{{Name: "r", Expression: "object.spec.replicas"}},
+				Validations: []admissionregistrationv1.Validation{{Expression: "variables.r > '5'", MessageExpression: "'too many: ' + string(variables.r)"}},
+			},
+		},
+		{
+			name: "syntax error",
+			spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.replicas <="}}},
+			want: []string{"spec.validations[0].expression: Invalid value"},
+		},
+		{
+			name: "params without paramKind, authorizer in a message",
+			spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				Validations:      []admissionregistrationv1.Validation{{Expression: "true", MessageExpression: "string(authorizer.group('').resource('pods').check('get').allowed())"}},
+				AuditAnnotations: []admissionregistrationv1.AuditAnnotation{{Key: "k", ValueExpression: "params.x"}},
+				MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "m", Expression: "1"}},
+			},
+			want: []string{"spec.matchConditions[0].expression: Invalid value", "spec.validations[0].messageExpression: Invalid value",
+				"spec.auditAnnotations[0].valueExpression: Invalid value"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := errStrings(ValidateValidatingAdmissionPolicyExpressions(&tc.spec, field.NewPath("spec"), nil))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -92,14 +92,18 @@ func (PolicyStrategy) PrepareForStatusUpdate(ctx context.Context, obj, old runti
 	obj.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec = old.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec
 }
 
-// Validate checks a new policy.
+// Validate checks a new policy; its CEL expressions must compile
+// (mutatingpolicy.go).
 func (PolicyStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	return ValidateValidatingAdmissionPolicySpec(&obj.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec, field.NewPath("spec"))
+	spec, path := &obj.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec, field.NewPath("spec")
+	return append(ValidateValidatingAdmissionPolicySpec(spec, path), ValidateValidatingAdmissionPolicyExpressions(spec, path, nil)...)
 }
 
 // ValidateUpdate checks an updated policy.
 func (s PolicyStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return s.Validate(ctx, obj)
+	spec, path := &obj.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec, field.NewPath("spec")
+	return append(ValidateValidatingAdmissionPolicySpec(spec, path),
+		ValidateValidatingAdmissionPolicyExpressions(spec, path, &old.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec)...)
 }
 
 // ValidateStatusUpdate checks the status conditions.
