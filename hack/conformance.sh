@@ -24,6 +24,9 @@
 #   SKIFF_BIN  a skiff binary to test instead of building the working tree
 #   WORK     cluster state (default /var/tmp/skiff-conformance)
 #   RESULTS  JUnit report, logs and summary (default $WORK/results/<time>)
+#   API_PORT, DNS_PORT  the API server's and cluster DNS's ports on the
+#            bridge (default 36443, 10053; a server elsewhere on the host
+#            listening on *:PORT takes them too)
 #   CACHE    upstream binaries, Debian packages, images
 #            (default /var/cache/skiff-upstream; see hack/upstream/build.sh)
 #
@@ -53,8 +56,8 @@ TIMEOUT=${TIMEOUT:-6h}
 SKIFF=$WORK/bin/skiff
 BRIDGE=skc0
 HOST_IP=10.98.0.1
-API_PORT=16443
-DNS_PORT=10053
+API_PORT=${API_PORT:-36443}
+DNS_PORT=${DNS_PORT:-10053}
 CLUSTER_CIDR=10.244.0.0/16
 NODES=(skc-node1 skc-node2)
 NODE_IPS=(10.98.0.2 10.98.0.3)
@@ -76,6 +79,10 @@ wait_for() { # wait_for SECONDS WHAT COMMAND...
 	shift 2
 	for _ in $(seq $((secs * 2))); do
 		if "$@" >/dev/null 2>&1; then return 0; fi
+		if [ -s "$WORK/server.pid" ] && ! kill -0 "$(cat "$WORK/server.pid")" 2>/dev/null; then
+			tail -5 "$WORK/server.log" >&2
+			die "skiff server exited while waiting for $what"
+		fi
 		sleep 0.5
 	done
 	die "timed out after ${secs}s waiting for $what (logs in $WORK)"
@@ -107,10 +114,14 @@ images() {
 		for d in "$debs"/*.deb; do dpkg -x "$d" "$root"; done
 		touch "$root/.done"
 	fi
+	# The aggregator test's two images only when their programs were built.
+	local opt=() p
+	for p in sample-apiserver etcd; do
+		if [ -x "$("$UPSTREAM" path $p)" ]; then opt+=("-$p" "$("$UPSTREAM" path $p)"); fi
+	done
 	rm -rf "$CACHE/images"
 	go run ./hack/conformance-images -out "$CACHE/images" -deb-root "$root" -kube-images "$KUBE_SRC/test/images" \
-		-agnhost "$("$UPSTREAM" path agnhost)" -nnp "$("$UPSTREAM" path nnp)" \
-		-sample-apiserver "$("$UPSTREAM" path sample-apiserver)" -etcd "$("$UPSTREAM" path etcd)" >&2
+		-agnhost "$("$UPSTREAM" path agnhost)" -nnp "$("$UPSTREAM" path nnp)" "${opt[@]}" >&2
 }
 
 node_ready() {
