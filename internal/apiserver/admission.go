@@ -43,6 +43,13 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 		admission.NewCertificateSigning(authorizer),
 		admission.CertificateSubjectRestriction{},
 	)
+	if rd, ok := r.(reader); ok { // admission webhooks (webhooks.go)
+		hooks, err := rd.srv.webhookAdmission()
+		if err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		plugins = append(plugins, hooks...)
+	}
 	if rd, ok := r.(reader); ok { // CEL admission policies (admissionpolicy.go)
 		plugins = append(plugins, rd.admissionPolicies()...)
 	}

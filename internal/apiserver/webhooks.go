@@ -39,6 +39,11 @@ func (s *Server) webhookAdmission() ([]admission.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	// apiserver_admission_webhook_* on /metrics (a fresh registry each
+	// server: registered once).
+	if err := s.cfg.Registry.Register(webhook.Metrics()); err != nil {
+		return nil, fmt.Errorf("webhook metrics: %w", err)
+	}
 	return []admission.Plugin{m, v}, nil
 }
 
