@@ -20,6 +20,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/apiserver/aggregator"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
+	"github.com/skiff-sh/skiff/internal/apiserver/servicerouting"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -52,7 +53,8 @@ type aggregation struct {
 
 func newAggregation(s *Server) *aggregation {
 	a := &aggregation{srv: s, local: s.resources}
-	opts := aggregator.Options{Objects: aggregationObjects{s: s}, Clock: s.clock, Publish: a.publishRemote}
+	opts := aggregator.Options{Objects: aggregationObjects{s: s}, Clock: s.clock, Publish: a.publishRemote,
+		Resolver: servicerouting.New(reader{srv: s})}
 	if c := s.cfg.Aggregation; c != nil {
 		cert := c.ProxyClientCert
 		opts.ProxyClientCert = &cert

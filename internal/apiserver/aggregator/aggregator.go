@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"reflect"
 	"sort"
 	"strings"
@@ -76,6 +77,12 @@ type Options struct {
 	// group versions whenever they change.
 	Publish func(remote []*metav1.APIResourceList)
 	Clock   clock.WithTicker
+	// Resolver picks the endpoint a request goes to (the server passes
+	// servicerouting's, shared with webhooks); nil: the aggregator's own
+	// pick from Objects.
+	Resolver interface {
+		Resolve(ctx context.Context, ns, name string, port int32) (*url.URL, error)
+	}
 	// Interval between syncs (default 1s: the loop reads caches); a
 	// remote APIService's discovery document is fetched every ProbeInterval
 	// (default 10s) and whenever its endpoint changes.
@@ -333,6 +340,9 @@ func (a *Aggregator) syncRemote(ctx context.Context, svc *apiregv1.APIService) (
 	r.transport = p.transport
 
 	endpoint, err := resolve(ctx, a.opts.Objects, ref.Namespace, ref.Name, port)
+	if err == nil {
+		endpoint, err = a.endpoint(ctx, ref.Namespace, ref.Name, port)
+	}
 	if err != nil {
 		var re *resolveError
 		status := apiregv1.ConditionFalse
@@ -447,6 +457,18 @@ func (a *Aggregator) fetchDiscovery(ctx context.Context, t *http.Transport, endp
 	return doc, nil
 }
 
+// endpoint is the host:port a request to the service goes to.
+func (a *Aggregator) endpoint(ctx context.Context, ns, name string, port int32) (string, error) {
+	if a.opts.Resolver == nil {
+		return resolve(ctx, a.opts.Objects, ns, name, port)
+	}
+	u, err := a.opts.Resolver.Resolve(ctx, ns, name, port)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
+}
+
 // ServeProxy serves r if it is under a remote group version
 // (/apis/<group>/<version>...) and reports whether it did: 503 "service
 // unavailable" while the APIService is not Available, else the request
@@ -470,7 +492,7 @@ func (a *Aggregator) ServeProxy(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "missing user", http.StatusInternalServerError)
 		return true
 	}
-	endpoint, err := resolve(r.Context(), a.opts.Objects, rt.ns, rt.svc, rt.port)
+	endpoint, err := a.endpoint(r.Context(), rt.ns, rt.svc, rt.port)
 	if err != nil {
 		klog.FromContext(r.Context()).V(2).Info("aggregated request", "apiservice", rt.name, "err", err)
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)

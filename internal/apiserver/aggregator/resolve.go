@@ -20,8 +20,9 @@ type resolveError struct {
 
 func (e *resolveError) Error() string { return e.message }
 
-// resolve picks a ready endpoint of service ns/name that serves port, as
-// kube-apiserver does with --enable-aggregator-routing: the Service's port
+// resolve checks service ns/name as upstream's availability controller
+// does, with its reasons, and picks a ready endpoint serving port (the
+// proxy's pick when the aggregator has no Resolver): the Service's port
 // gives the port name, the EndpointSlices (label
 // kubernetes.io/service-name) a ready address with that port name. An
 // ExternalName service resolves to its name. A nil error comes with
