@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -322,6 +323,41 @@ metadata:
 		}
 		if n := len(h.received("/label", "other")); n != 0 {
 			t.Errorf("the webhook got %d reviews of an excluded object", n)
+		}
+	})
+
+	t.Run("matchPolicy Equivalent converts to the webhook's version", func(t *testing.T) {
+		ns := "wh-equivalent"
+		namespace(t, ctx, e.cs, ns, nil)
+		v1Only := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"autoscaling"}, APIVersions: []string{"v1"}, Resources: []string{"horizontalpodautoscalers"}}}}
+		e.mutating(t, ctx, "equivalent", admissionregistrationv1.MutatingWebhook{
+			Name: "equivalent.webhooks.skiff.sh", ClientConfig: e.url("/label"), NamespaceSelector: inNamespace(ns),
+			Rules: v1Only, MatchPolicy: ptr(admissionregistrationv1.Equivalent)})
+		hpa := func(name string) *autoscalingv2.HorizontalPodAutoscaler {
+			return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: ptr(int32(1)), MaxReplicas: 3,
+					ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}}
+		}
+		var got *autoscalingv2.HorizontalPodAutoscaler
+		n := 0
+		eventually(t, 10*time.Second, "the webhook in effect", func() (bool, error) {
+			n++
+			var err error
+			got, err = e.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa(fmt.Sprintf("hpa-%d", n)), metav1.CreateOptions{})
+			return err == nil && got.Labels["mutated"] == "yes", err
+		})
+		if got.Spec.MaxReplicas != 3 || got.Spec.ScaleTargetRef.Name != "web" {
+			t.Errorf("the v2 object lost its spec on the way back: %+v", got.Spec)
+		}
+		calls := h.received("/label", got.Name)
+		if len(calls) != 1 {
+			t.Fatalf("the webhook got %d reviews of %s", len(calls), got.Name)
+		}
+		r := calls[0].req
+		wantKind := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "HorizontalPodAutoscaler"}
+		if r.Kind != wantKind || r.RequestKind == nil || r.RequestKind.Version != "v2" || !strings.Contains(string(r.Object.Raw), `"apiVersion":"autoscaling/v1"`) {
+			t.Errorf("review kind %v requestKind %v object %s: want the object converted to autoscaling/v1", r.Kind, r.RequestKind, r.Object.Raw)
 		}
 	})
 
