@@ -20,9 +20,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -280,6 +283,129 @@ spec:
 	t.Run("reason and variables", func(t *testing.T) { testReasonAndVariables(t, c) })
 	t.Run("type checking", func(t *testing.T) { testTypeChecking(t, c) })
 	t.Run("mutating", func(t *testing.T) { testMutating(t, c) })
+	t.Run("custom resources", func(t *testing.T) { testCustomResources(t, c) })
+}
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.policy.example.com
+spec:
+  group: policy.example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+`
+
+// testCustomResources: a policy on a custom resource whose params are a
+// custom resource too, and mutations of one (JSONPatch, ApplyConfiguration
+// typed by the CRD's schema).
+func testCustomResources(t *testing.T, c *testapiserver.Cluster) {
+	e := newEnv(t, c)
+	if out, err := runKubectl(t, c, widgetCRD, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply CRD: %v\n%s", err, out)
+	}
+	gvr := schema.GroupVersionResource{Group: "policy.example.com", Version: "v1", Resource: "widgets"}
+	widgets := dynamic.NewForConfigOrDie(c.Config).Resource(gvr).Namespace(e.ns)
+	widget := func(name string, size int64, labels map[string]interface{}) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "policy.example.com/v1", "kind": "Widget",
+			"metadata": map[string]interface{}{"name": name, "labels": labels},
+			"spec":     map[string]interface{}{"size": size},
+		}}
+	}
+	e.eventually("widgets are served", func() (bool, error) {
+		_, err := widgets.Create(e.ctx, widget("limit", 10, map[string]interface{}{"role": "limit"}), metav1.CreateOptions{})
+		return err == nil, err
+	})
+	name := "widgets-" + e.ns
+	rules := &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+		RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"policy.example.com"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}},
+		},
+	}}}
+	e.createPolicy(&admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			ParamKind:        &admissionregistrationv1.ParamKind{APIVersion: "policy.example.com/v1", Kind: "Widget"},
+			MatchConstraints: rules,
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        "object.spec.size <= params.spec.size",
+				MessageExpression: "'size ' + string(object.spec.size) + ' is over ' + string(params.spec.size)",
+			}},
+		},
+	})
+	m := e.matchNamespace()
+	m.ObjectSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "role", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	e.createBinding(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: "limit", ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources:    m,
+		},
+	})
+	e.eventually("the policy refuses a big widget", func() (bool, error) {
+		_, err := widgets.Create(e.ctx, widget("big", 11, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, err
+	})
+	_, err := widgets.Create(e.ctx, widget("big", 11, nil), metav1.CreateOptions{})
+	want := fmt.Sprintf(`widgets.policy.example.com "big" is forbidden: ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: size 11 is over 10`, name)
+	if err == nil || err.Error() != want {
+		t.Fatalf("big widget: got %v, want %q", err, want)
+	}
+	if _, err := widgets.Create(e.ctx, widget("small", 9, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("small widget: %v", err)
+	}
+
+	mname := "grow-" + e.ns
+	pol := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: mname},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints:   rules,
+			MatchConditions:    []admissionregistrationv1.MatchCondition{{Name: "tiny", Expression: "object.spec.size < 2"}},
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+			Mutations: []admissionregistrationv1.Mutation{
+				{PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+					JSONPatch: &admissionregistrationv1.JSONPatch{Expression: `[JSONPatch{op: "replace", path: "/spec/size", value: 2}]`}},
+				{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration, ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+					Expression: `Object{metadata: Object.metadata{labels: {"grown": "true"}}}`}},
+			},
+		},
+	}
+	if _, err := e.cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(e.ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(context.Background(), mname, metav1.DeleteOptions{})
+	b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: mname},
+		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: mname, MatchResources: e.matchNamespace()},
+	}
+	if _, err := e.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(e.ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(context.Background(), mname, metav1.DeleteOptions{})
+	e.eventually("a tiny widget grows", func() (bool, error) {
+		w, err := widgets.Create(e.ctx, widget("tiny", 1, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		size, _, _ := unstructured.NestedInt64(w.Object, "spec", "size")
+		return size == 2 && w.GetLabels()["grown"] == "true", fmt.Errorf("size %d, labels %v", size, w.GetLabels())
+	})
 }
 
 // maxReplicas is a policy limiting deployments to 5 replicas.
