@@ -21,10 +21,14 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
+	serviceAccount := admission.NewServiceAccount(r)
+	if rd, ok := r.(reader); ok {
+		serviceAccount.AllowMissing(rd.srv.cfg.AllowPodsWithoutServiceAccount)
+	}
 	plugins := []admission.Plugin{
 		admission.NewNamespaceLifecycle(r, c),
 		admission.NewLimitRanger(r, c),
-		admission.NewServiceAccount(r),
+		serviceAccount,
 		admission.NewNodeRestriction(),
 		admission.NewPriority(r),
 		podSecurity,

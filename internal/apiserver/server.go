@@ -98,6 +98,11 @@ type Config struct {
 	// their authentication, TokenReview, OIDC discovery;
 	// serviceaccounts.go); nil serves none of them.
 	ServiceAccounts *ServiceAccountConfig
+	// AllowPodsWithoutServiceAccount admits pods whose ServiceAccount does
+	// not exist (upstream's ServiceAccount admission refuses them, and so
+	// does `skiff server`; the test harness, whose tests mostly run no
+	// serviceaccount controller, sets it).
+	AllowPodsWithoutServiceAccount bool
 	// KubeletClientTLS dials kubelets for pods/log, exec, attach,
 	// portforward and nodes/proxy (see nodeproxy.go); nil answers them 503.
 	KubeletClientTLS *tls.Config

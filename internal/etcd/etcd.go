@@ -2,10 +2,17 @@
 // etcd server (go.etcd.io/etcd/server/v3/embed) listening on loopback, or a
 // client for an external cluster. Either way the caller gets a connected
 // *clientv3.Client once Ready is closed. Compaction is left to the API server.
+//
+// With Options.Member the embedded member serves its client and peer URLs
+// only over mutual TLS: a client needs a certificate from the member's CA.
+// Options.Client gives the client side (the CA it trusts, the certificate
+// it presents), for the embedded member as for an external cluster.
 package etcd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -49,6 +57,63 @@ type Options struct {
 	LogLevel string
 	// StartTimeout bounds how long Start waits to be ready (default 60 s).
 	StartTimeout time.Duration
+	// Member, when set, makes the embedded member serve https with client
+	// certificates required on both its client and peer URLs. Nil serves
+	// plain http on loopback (tests).
+	Member *MemberTLS
+	// Client is the client side of TLS: the external cluster's
+	// --etcd-cafile/--etcd-certfile/--etcd-keyfile, or the API server's
+	// credentials for a Member.
+	Client ClientTLS
+}
+
+// MemberTLS are the embedded member's credentials (PEM files).
+type MemberTLS struct {
+	// CAFile verifies the certificates of clients and peers.
+	CAFile string
+	// ServerCertFile/ServerKeyFile serve the client URL.
+	ServerCertFile, ServerKeyFile string
+	// PeerCertFile/PeerKeyFile serve and dial the peer URL.
+	PeerCertFile, PeerKeyFile string
+}
+
+// ClientTLS are a client's TLS files; all empty means none (plain http, or
+// https trusting the system's roots without a client certificate).
+type ClientTLS struct {
+	CAFile, CertFile, KeyFile string
+}
+
+func (c ClientTLS) empty() bool { return c == ClientTLS{} }
+
+// Config is the TLS configuration these files describe, nil when empty.
+func (c ClientTLS) Config() (*tls.Config, error) {
+	if c.empty() {
+		return nil, nil
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return nil, errors.New("etcd client certificate and key must be given together")
+	}
+	info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile}
+	if c.CertFile == "" {
+		// TLSInfo.ClientConfig wants a key pair; trust the CA only.
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("etcd CA file: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("etcd CA file %s holds no certificate", c.CAFile)
+			}
+		}
+		return cfg, nil
+	}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd client TLS: %w", err)
+	}
+	return cfg, nil
 }
 
 // Etcd is the store process (embedded) or connection (external).
@@ -94,7 +159,7 @@ func (e *Etcd) Start(ctx context.Context) error {
 }
 
 func (e *Etcd) startExternal(ctx context.Context) error {
-	client, err := newClient(e.opts.Servers, e.opts.LogLevel)
+	client, err := newClient(e.opts.Servers, e.opts.LogLevel, e.opts.Client)
 	if err != nil {
 		return err
 	}
@@ -148,11 +213,15 @@ func (e *Etcd) startEmbedded(ctx context.Context) error {
 		return nil
 	}
 
+	scheme := "http://"
+	if e.opts.Member != nil {
+		scheme = "https://"
+	}
 	endpoints := make([]string, 0, len(srv.Clients))
 	for _, l := range srv.Clients {
-		endpoints = append(endpoints, "http://"+l.Addr().String())
+		endpoints = append(endpoints, scheme+l.Addr().String())
 	}
-	client, err := newClient(endpoints, e.opts.LogLevel)
+	client, err := newClient(endpoints, e.opts.LogLevel, e.opts.Client)
 	if err != nil {
 		return err
 	}
@@ -176,8 +245,12 @@ func (e *Etcd) embedConfig() *embed.Config {
 	if peerPort == 0 {
 		peerPort = freePort()
 	}
-	cu := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))}
-	pu := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))}
+	scheme := "http"
+	if e.opts.Member != nil {
+		scheme = "https"
+	}
+	cu := url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPort))}
+	pu := url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))}
 
 	cfg := embed.NewConfig()
 	cfg.Name = memberName
@@ -189,6 +262,12 @@ func (e *Etcd) embedConfig() *embed.Config {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.QuotaBackendBytes = e.opts.QuotaBackendBytes
 	cfg.UnsafeNoFsync = e.opts.UnsafeNoFsync
+	if m := e.opts.Member; m != nil {
+		// Mutual TLS on both URLs: a client or peer must present a
+		// certificate from the member's CA.
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: m.ServerCertFile, KeyFile: m.ServerKeyFile, TrustedCAFile: m.CAFile, ClientCertAuth: true}
+		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: m.PeerCertFile, KeyFile: m.PeerKeyFile, TrustedCAFile: m.CAFile, ClientCertAuth: true}
+	}
 	cfg.Logger = "zap"
 	cfg.LogLevel = e.opts.LogLevel
 	cfg.LogOutputs = []string{"stderr"}
@@ -236,8 +315,12 @@ func newLogger(level string) (*zap.Logger, error) {
 	return logger, nil
 }
 
-func newClient(endpoints []string, level string) (*clientv3.Client, error) {
+func newClient(endpoints []string, level string, creds ClientTLS) (*clientv3.Client, error) {
 	logger, err := newLogger(level)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := creds.Config()
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +328,7 @@ func newClient(endpoints []string, level string) (*clientv3.Client, error) {
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      logger,
+		TLS:         tlsConfig,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", endpoints, err)

@@ -132,7 +132,7 @@ func Ensure(dir string, opts Options) (*Bundle, error) {
 		return nil, fmt.Errorf("create pki dir: %w", err)
 	}
 	b := &Bundle{Dir: dir}
-	if err := b.ensureCA(opts); err != nil {
+	if err := b.ensureCA(opts, "skiff-ca"); err != nil {
 		return nil, err
 	}
 
@@ -190,7 +190,9 @@ func Ensure(dir string, opts Options) (*Bundle, error) {
 	return b, nil
 }
 
-func (b *Bundle) ensureCA(opts Options) error {
+// ensureCA loads or creates the CA of b.Dir; a new one is named
+// <name>@<unix time>.
+func (b *Bundle) ensureCA(opts Options, name string) error {
 	certPath, keyPath := filepath.Join(b.Dir, CACertFile), filepath.Join(b.Dir, CAKeyFile)
 	certPEM, certErr := os.ReadFile(certPath)
 	keyPEM, keyErr := os.ReadFile(keyPath)
@@ -209,7 +211,7 @@ func (b *Bundle) ensureCA(opts Options) error {
 		now := opts.Now()
 		tmpl := &x509.Certificate{
 			SerialNumber:          newSerial(),
-			Subject:               pkix.Name{CommonName: fmt.Sprintf("skiff-ca@%d", now.Unix())},
+			Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", name, now.Unix())},
 			NotBefore:             now.Add(-time.Hour),
 			NotAfter:              now.Add(CAValidity),
 			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,

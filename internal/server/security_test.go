@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/audit"
+	"github.com/skiff-sh/skiff/internal/etcd"
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 func freePort(t *testing.T) int {
@@ -49,7 +53,7 @@ func TestRunSecurity(t *testing.T) {
 	}
 	etcdPort := freePort(t)
 	cfg := Config{DataDir: dir, BindAddress: "127.0.0.1", DisableAgent: true, Services: ServicesConfig{DisableDNS: true},
-		EtcdClientPort: etcdPort, EtcdPeerPort: freePort(t),
+		EtcdClientPort: etcdPort, EtcdPeerPort: freePort(t), AuthorizationModes: []string{"Node", "RBAC"},
 		Security: SecurityConfig{TokenAuthFile: tokens, AuditPolicyFile: policy, AuditLog: audit.LogOptions{Path: filepath.Join(dir, "audit.log")}}}
 	stop := runServer(t, cfg)
 	defer func() {
@@ -76,18 +80,70 @@ func TestRunSecurity(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"p": "hunter2"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create a secret with the static token: %v", err)
 	}
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))}, DialTimeout: 5 * time.Second})
+	// The embedded etcd answers only to a certificate from its own CA.
+	etcdDir := filepath.Join(PKIDir(dir), pki.EtcdDir)
+	etcdTLS, err := etcd.ClientTLS{
+		CAFile:   filepath.Join(etcdDir, pki.EtcdCACertFile),
+		CertFile: filepath.Join(etcdDir, pki.EtcdClientCertFile),
+		KeyFile:  filepath.Join(etcdDir, pki.EtcdClientKeyFile),
+	}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer etcd.Close()
-	resp, err := etcd.Get(ctx, "/registry/secrets/default/s")
+	etcdc, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))}, DialTimeout: 5 * time.Second, TLS: etcdTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcdc.Close()
+	resp, err := etcdc.Get(ctx, "/registry/secrets/default/s")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("etcd: %v %v", resp, err)
 	}
 	if v := resp.Kvs[0].Value; !bytes.HasPrefix(v, []byte("k8s:enc:aescbc:v1:skiff-default:")) || bytes.Contains(v, []byte("hunter2")) {
 		t.Errorf("secret in etcd begins %q; want the default key's prefix and no clear text", v[:24])
 	}
+	// Controllers write as their own service accounts: the pod of this
+	// Deployment is created by kube-system/replicaset-controller.
+	labels := map[string]string{"app": "web"}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podCreator := ""
+	for podCreator == "" && ctx.Err() == nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "audit.log"))
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, `"verb":"create"`) && strings.Contains(l, `"resource":"pods"`) && strings.Contains(l, `"code":201`) {
+				var ev struct {
+					User struct{ Username string } `json:"user"`
+				}
+				if err := json.Unmarshal([]byte(l), &ev); err == nil {
+					podCreator = ev.User.Username
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if podCreator != "system:serviceaccount:kube-system:replicaset-controller" {
+		t.Errorf("pods created by %q, want system:serviceaccount:kube-system:replicaset-controller", podCreator)
+	}
+	crbs, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range crbs.Items {
+		for _, s := range b.Subjects {
+			if s.Name == pki.ControllerManagerUser && b.RoleRef.Name != "system:kube-controller-manager" {
+				t.Errorf("%s is bound to %s by %s; it should hold only system:kube-controller-manager", s.Name, b.RoleRef.Name, b.Name)
+			}
+		}
+	}
+
 	log, err := os.ReadFile(filepath.Join(dir, "audit.log"))
 	if err != nil {
 		t.Fatal(err)

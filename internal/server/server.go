@@ -52,6 +52,12 @@ type Config struct {
 	// EtcdServers, when set, are an external etcd cluster's client URLs and
 	// nothing is embedded.
 	EtcdServers []string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile are the TLS files for an
+	// external cluster (--etcd-cafile, --etcd-certfile, --etcd-keyfile).
+	// The embedded member always uses mutual TLS with pki/etcd.
+	EtcdCAFile   string
+	EtcdCertFile string
+	EtcdKeyFile  string
 	// EtcdClientPort and EtcdPeerPort are the embedded member's loopback
 	// ports (0 picks a free one).
 	EtcdClientPort int
@@ -141,12 +147,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("pki: %w", err)
 	}
 
-	store := etcd.New(etcd.Options{
+	etcdOpts := etcd.Options{
 		Dir:        EtcdDir(cfg.DataDir),
 		ClientPort: cfg.EtcdClientPort,
 		PeerPort:   cfg.EtcdPeerPort,
 		Servers:    cfg.EtcdServers,
-	})
+		Client:     etcd.ClientTLS{CAFile: cfg.EtcdCAFile, CertFile: cfg.EtcdCertFile, KeyFile: cfg.EtcdKeyFile},
+	}
+	if len(cfg.EtcdServers) == 0 {
+		// The embedded member talks only mutual TLS, with its own CA.
+		files, err := pki.EnsureEtcd(PKIDir(cfg.DataDir), pki.Options{})
+		if err != nil {
+			return fmt.Errorf("pki: %w", err)
+		}
+		etcdOpts.Member = &etcd.MemberTLS{CAFile: files.CA, ServerCertFile: files.ServerCert, ServerKeyFile: files.ServerKey, PeerCertFile: files.PeerCert, PeerKeyFile: files.PeerKey}
+		etcdOpts.Client = etcd.ClientTLS{CAFile: files.CA, CertFile: files.ClientCert, KeyFile: files.ClientKey}
+	}
+	store := etcd.New(etcdOpts)
 	etcdHandle, err := lifecycle.Launch(ctx, "etcd", store, cfg.ReadyTimeout)
 	if err != nil {
 		return err
@@ -225,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := reconcilePolicy(ctx, client, cfg.ReadyTimeout); err != nil {
+	if err := reconcilePolicy(ctx, client, cfg.ReadyTimeout, !useServiceAccountCredentials(cfg)); err != nil {
 		return err
 	}
 	if _, err := joiner.Ensure(ctx, client, filepath.Join(cfg.DataDir, join.TokenFile)); err != nil {
@@ -360,6 +377,7 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 			opts.Controller.ServiceAccountPrivateKeyFile = filepath.Join(PKIDir(cfg.DataDir), pki.ServiceAccountKeyFile)
 		}
 	}
+	opts.UseServiceAccountCredentials = useServiceAccountCredentials(cfg)
 	opts.LeaderElect = true
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
@@ -371,6 +389,13 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 	return lifecycle.Launch(ctx, "controller-manager", cm, cfg.ReadyTimeout)
+}
+
+// useServiceAccountCredentials: each controller runs as its own
+// kube-system service account unless ControllerOptions turned that off
+// (--use-service-account-credentials=false).
+func useServiceAccountCredentials(cfg Config) bool {
+	return cfg.ControllerOptions == nil || cfg.ControllerOptions.UseServiceAccountCredentials
 }
 
 // launchScheduler starts the scheduler in process with cfg.SchedulerConfig

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,14 +35,23 @@ const (
 //     projected volume kube-api-access-<5 random>: a serviceAccountToken
 //     source (path token, 3607 s, which the kubelet fills by TokenRequest),
 //     ca.crt from the kube-root-ca.crt ConfigMap and the namespace from the
-//     downward API.
+//     downward API;
+//   - a pod whose account does not exist is refused, 403 `pods "<name>" is
+//     forbidden: error looking up service account <ns>/<account>:
+//     serviceaccount "<account>" not found` (the serviceaccount controller
+//     creates "default" in a new namespace a moment later; a ReplicaSet's
+//     pod is created again by its controller's retry). Upstream also waits
+//     up to about a second, re-reading, for a missing "default"; here the
+//     read goes to etcd when the cache misses, without the wait;
+//   - a pod without imagePullSecrets gets the account's.
 //
-// Not done: refusing the pod until its account exists (upstream does; here
-// a missing account mounts the token, which the kubelet then cannot get),
-// and checking that the pod's secrets are the account's when the account
-// says kubernetes.io/enforce-mountable-secrets.
+// Not done: checking that the pod's secrets are the account's when the
+// account says kubernetes.io/enforce-mountable-secrets, and refusing mirror
+// pods that name an account or secrets.
 type ServiceAccount struct {
 	accounts registry.Reader
+	// allowMissing admits pods whose account does not exist (AllowMissing).
+	allowMissing bool
 	// suffix makes the volume name's random part (tests fix it).
 	suffix func() string
 }
@@ -49,9 +59,17 @@ type ServiceAccount struct {
 var _ Mutator = (*ServiceAccount)(nil)
 
 // NewServiceAccount builds the plugin; r reads ServiceAccounts (nil: every
-// account automounts).
+// account automounts and none is required).
 func NewServiceAccount(r registry.Reader) *ServiceAccount {
 	return &ServiceAccount{accounts: r, suffix: func() string { return utilrand.String(5) }}
+}
+
+// AllowMissing makes the plugin admit pods whose account does not exist
+// (as before Skiff refused them), for test clusters that run no
+// serviceaccount controller; it returns p.
+func (p *ServiceAccount) AllowMissing(allow bool) *ServiceAccount {
+	p.allowMissing = allow
+	return p
 }
 
 // Name is the upstream name.
@@ -77,18 +95,35 @@ func (p *ServiceAccount) Admit(ctx context.Context, a *Attributes) error {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return nil // mirror pods cannot use the API's accounts
 	}
+	var sa *corev1.ServiceAccount
+	if p.accounts != nil {
+		sa = &corev1.ServiceAccount{}
+		err := p.accounts.Get(ctx, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), a.Namespace, pod.Spec.ServiceAccountName, false, sa)
+		switch {
+		case apierrors.IsNotFound(err) && p.allowMissing:
+			sa = nil
+		case apierrors.IsNotFound(err):
+			err = apierrors.NewNotFound(corev1.Resource("serviceaccount"), pod.Spec.ServiceAccountName)
+			fallthrough
+		case err != nil:
+			name := a.Name
+			if name == "" {
+				name = pod.GenerateName
+			}
+			return apierrors.NewForbidden(a.Resource.GroupResource(), name,
+				fmt.Errorf("error looking up service account %s/%s: %w", a.Namespace, pod.Spec.ServiceAccountName, err))
+		}
+	}
 	automount := true
 	switch {
 	case pod.Spec.AutomountServiceAccountToken != nil:
 		automount = *pod.Spec.AutomountServiceAccountToken
-	case p.accounts != nil:
-		sa := &corev1.ServiceAccount{}
-		err := p.accounts.Get(ctx, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), a.Namespace, pod.Spec.ServiceAccountName, false, sa)
-		switch {
-		case err == nil && sa.AutomountServiceAccountToken != nil:
-			automount = *sa.AutomountServiceAccountToken
-		case err != nil && !apierrors.IsNotFound(err):
-			return apierrors.NewInternalError(err)
+	case sa != nil && sa.AutomountServiceAccountToken != nil:
+		automount = *sa.AutomountServiceAccountToken
+	}
+	if sa != nil && len(pod.Spec.ImagePullSecrets) == 0 {
+		for _, s := range sa.ImagePullSecrets {
+			pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s.Name})
 		}
 	}
 	if automount {

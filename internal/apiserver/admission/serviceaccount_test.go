@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -14,6 +15,10 @@ var (
 	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
 	saGVR   = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
 )
+
+func account(name string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+}
 
 func fixedServiceAccount(r *objects) *ServiceAccount {
 	p := NewServiceAccount(r)
@@ -36,7 +41,7 @@ func TestServiceAccountName(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{Spec: tc.spec}
 			a := &Attributes{Operation: Create, Resource: podsGVR, Namespace: "ns", Object: pod}
-			if err := fixedServiceAccount(newObjects(saGVR)).Admit(context.Background(), a); err != nil {
+			if err := fixedServiceAccount(newObjects(saGVR, account("default"), account("builder"), account("old"))).Admit(context.Background(), a); err != nil {
 				t.Fatal(err)
 			}
 			got := []string{pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount}
@@ -106,7 +111,7 @@ func TestServiceAccountMountsToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: tc.spec}
 			a := &Attributes{Operation: Create, Resource: podsGVR, Namespace: "ns", Name: "p", Object: pod}
-			if err := fixedServiceAccount(newObjects(saGVR, noAutomount)).Admit(context.Background(), a); err != nil {
+			if err := fixedServiceAccount(newObjects(saGVR, noAutomount, account("default"))).Admit(context.Background(), a); err != nil {
 				t.Fatal(err)
 			}
 			if d := cmp.Diff(tc.want, pod.Spec); d != "" {
@@ -124,5 +129,63 @@ func TestServiceAccountLeavesOtherObjects(t *testing.T) {
 	}
 	if diff := cmp.Diff(&corev1.ConfigMap{}, cm); diff != "" {
 		t.Errorf("config map changed (-want +got):\n%s", diff)
+	}
+}
+
+// TestServiceAccountMissing: a pod is refused until its account exists, in
+// upstream's words; it gets the account's image pull secrets.
+func TestServiceAccountMissing(t *testing.T) {
+	withSecrets := account("puller")
+	withSecrets.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "registry"}}
+	tests := []struct {
+		name         string
+		pod          *corev1.Pod
+		allowMissing bool
+		wantErr      string
+		wantSecrets  []corev1.LocalObjectReference
+	}{
+		{
+			name:    "no default account yet",
+			pod:     &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}},
+			wantErr: `pods "p" is forbidden: error looking up service account ns/default: serviceaccount "default" not found`,
+		},
+		{
+			name:    "a generated name",
+			pod:     &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", GenerateName: "web-5d4f-"}, Spec: corev1.PodSpec{ServiceAccountName: "builder"}},
+			wantErr: `pods "web-5d4f-" is forbidden: error looking up service account ns/builder: serviceaccount "builder" not found`,
+		},
+		{
+			name:         "allowed missing",
+			pod:          &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}},
+			allowMissing: true,
+		},
+		{
+			name:        "the account's pull secrets",
+			pod:         &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{ServiceAccountName: "puller"}},
+			wantSecrets: []corev1.LocalObjectReference{{Name: "registry"}},
+		},
+		{
+			name:        "the pod's own pull secrets win",
+			pod:         &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{ServiceAccountName: "puller", ImagePullSecrets: []corev1.LocalObjectReference{{Name: "mine"}}}},
+			wantSecrets: []corev1.LocalObjectReference{{Name: "mine"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Attributes{Operation: Create, Resource: podsGVR, Namespace: "ns", Name: tc.pod.Name, Object: tc.pod}
+			err := fixedServiceAccount(newObjects(saGVR, withSecrets)).AllowMissing(tc.allowMissing).Admit(context.Background(), a)
+			if tc.wantErr != "" {
+				if !apierrors.IsForbidden(err) || err.Error() != tc.wantErr {
+					t.Fatalf("Admit = %v, want 403 %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.wantSecrets, tc.pod.Spec.ImagePullSecrets); d != "" {
+				t.Errorf("image pull secrets (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -29,7 +29,9 @@ type Flags struct {
 	Controllers []string
 	Address     string
 
-	LeaderElect        bool
+	LeaderElect bool
+	// UseSACredentials is --use-service-account-credentials.
+	UseSACredentials   bool
 	LeaseDuration      time.Duration
 	RenewDeadline      time.Duration
 	RetryPeriod        time.Duration
@@ -58,6 +60,7 @@ func DefaultFlags() Flags {
 		Controllers:        []string{"*"},
 		Address:            manager.DefaultAddress,
 		LeaderElect:        true,
+		UseSACredentials:   true,
 		LeaseDuration:      manager.DefaultLeaseDuration,
 		RenewDeadline:      manager.DefaultRenewDeadline,
 		RetryPeriod:        manager.DefaultRetryPeriod,
@@ -106,6 +109,7 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required)")
 	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
 	fs.StringVar(&f.Address, "address", f.Address, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
+	fs.BoolVar(&f.UseSACredentials, "use-service-account-credentials", f.UseSACredentials, "run each controller with the token of its own kube-system service account (bound to its system:controller:<name> role by the bootstrap policy); false runs them all with the --kubeconfig identity, which then needs every controller's rights")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "take a Lease before running controllers, so that only one manager runs them")
 	fs.DurationVar(&f.LeaseDuration, "leader-elect-lease-duration", f.LeaseDuration, "how long other candidates wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.RenewDeadline, "leader-elect-renew-deadline", f.RenewDeadline, "how long the leader retries renewing before it gives up leading")
@@ -169,17 +173,18 @@ func (f Flags) Config() (Config, error) {
 	return Config{
 		Kubeconfig: f.Kubeconfig,
 		Manager: manager.Options{
-			Controllers:    sel,
-			LeaderElect:    f.LeaderElect,
-			LeaseNamespace: f.ResourceNamespace,
-			LeaseName:      f.ResourceName,
-			LeaseDuration:  f.LeaseDuration,
-			RenewDeadline:  f.RenewDeadline,
-			RetryPeriod:    f.RetryPeriod,
-			Address:        f.Address,
-			QPS:            f.KubeAPIQPS,
-			Burst:          f.KubeAPIBurst,
-			Controller:     opts,
+			Controllers:                  sel,
+			LeaderElect:                  f.LeaderElect,
+			UseServiceAccountCredentials: f.UseSACredentials,
+			LeaseNamespace:               f.ResourceNamespace,
+			LeaseName:                    f.ResourceName,
+			LeaseDuration:                f.LeaseDuration,
+			RenewDeadline:                f.RenewDeadline,
+			RetryPeriod:                  f.RetryPeriod,
+			Address:                      f.Address,
+			QPS:                          f.KubeAPIQPS,
+			Burst:                        f.KubeAPIBurst,
+			Controller:                   opts,
 		},
 	}, nil
 }

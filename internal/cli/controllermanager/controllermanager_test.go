@@ -24,8 +24,8 @@ func TestConfig(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				m := c.Manager
 				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, m.Address, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
-				got = append(got, m.Controller.ClusterCIDR, m.Controller.NodeCIDRMaskSize)
-				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24}
+				got = append(got, m.Controller.ClusterCIDR, m.Controller.NodeCIDRMaskSize, m.UseServiceAccountCredentials)
+				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24, true}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("config (-want +got):\n%s", diff)
 				}

@@ -38,6 +38,9 @@ type Flags struct {
 	BindAddress    string
 	HTTPSPort      int
 	EtcdServers    []string
+	EtcdCAFile     string
+	EtcdCertFile   string
+	EtcdKeyFile    string
 	EtcdClientPort int
 	EtcdPeerPort   int
 	DisableAgent   bool
@@ -54,6 +57,8 @@ type Flags struct {
 	NodeMonitorPeriod time.Duration
 	NodeStartupGrace  time.Duration
 	NodeEvictionRate  float64
+	// UseSACredentials is --use-service-account-credentials (default on).
+	UseSACredentials bool
 
 	// ClusterCIDR and NodeCIDRMaskSize are node IPAM's range (empty and
 	// zero: 10.42.0.0/16 and 24).
@@ -112,6 +117,7 @@ func DefaultFlags() Flags {
 		NodeMonitorPeriod:    c.NodeMonitorPeriod,
 		NodeStartupGrace:     c.NodeStartupGracePeriod,
 		NodeEvictionRate:     c.NodeEvictionRate,
+		UseSACredentials:     true,
 		AuthorizationMode:    strings.Join(apiserver.DefaultAuthorizationModes, ","),
 		Authorization:        defaultAuthorizationFlags(),
 		Overload:             defaultOverloadFlags(),
@@ -160,6 +166,9 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.ClusterDNSPort, "cluster-dns-port", f.ClusterDNSPort, "port cluster DNS listens on at the node's address; kube-dns keeps port 53 and points there")
 	fs.IntVar(&f.HTTPSPort, "https-listen-port", f.HTTPSPort, "port the API server listens on (0 picks a free port)")
 	fs.StringSliceVar(&f.EtcdServers, "etcd-servers", nil, "client URLs of an external etcd cluster (comma-separated); when empty, etcd is embedded")
+	fs.StringVar(&f.EtcdCAFile, "etcd-cafile", "", "CA file that verifies the external etcd's serving certificates (--etcd-servers with https; default: the system's roots)")
+	fs.StringVar(&f.EtcdCertFile, "etcd-certfile", "", "client certificate presented to the external etcd (with --etcd-keyfile)")
+	fs.StringVar(&f.EtcdKeyFile, "etcd-keyfile", "", "key of --etcd-certfile")
 	fs.IntVar(&f.EtcdClientPort, "etcd-client-port", f.EtcdClientPort, "loopback client port of the embedded etcd (0 picks a free port)")
 	fs.IntVar(&f.EtcdPeerPort, "etcd-peer-port", f.EtcdPeerPort, "loopback peer port of the embedded etcd (0 picks a free port)")
 	fs.IntVar(&f.KubeletPort, "kubelet-port", f.KubeletPort, "port of the in-process agent's kubelet API (logs, exec, port-forward, metrics)")
@@ -171,6 +180,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy and tainted")
 	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
 	fs.DurationVar(&f.NodeStartupGrace, "node-startup-grace-period", f.NodeStartupGrace, "how long a new node may take to report before it is marked unhealthy")
+	fs.BoolVar(&f.UseSACredentials, "use-service-account-credentials", f.UseSACredentials, "run each in-process controller with the token of its own kube-system service account, bound to its system:controller:<name> role (upstream's least privilege); false runs them all as system:kube-controller-manager, which is then bound to every controller role")
 	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
@@ -233,6 +243,12 @@ func (f Flags) Config() (server.Config, error) {
 			continue
 		}
 		servers = append(servers, s)
+	}
+	if (f.EtcdCertFile == "") != (f.EtcdKeyFile == "") {
+		errs = append(errs, errors.New("--etcd-certfile and --etcd-keyfile must be given together"))
+	}
+	if len(servers) == 0 && (f.EtcdCAFile != "" || f.EtcdCertFile != "" || f.EtcdKeyFile != "") {
+		errs = append(errs, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-servers (the embedded etcd uses <data-dir>/pki/etcd)"))
 	}
 	if len(servers) == 0 {
 		if f.EtcdClientPort != 0 && f.EtcdClientPort == f.EtcdPeerPort {
@@ -325,6 +341,9 @@ func (f Flags) Config() (server.Config, error) {
 		BindAddress:    f.BindAddress,
 		Port:           f.HTTPSPort,
 		EtcdServers:    servers,
+		EtcdCAFile:     f.EtcdCAFile,
+		EtcdCertFile:   f.EtcdCertFile,
+		EtcdKeyFile:    f.EtcdKeyFile,
 		EtcdClientPort: f.EtcdClientPort,
 		EtcdPeerPort:   f.EtcdPeerPort,
 		DisableAgent:   f.DisableAgent,
@@ -336,8 +355,9 @@ func (f Flags) Config() (server.Config, error) {
 		},
 		Controllers: selection,
 		ControllerOptions: &manager.Options{
-			Controllers: selection,
-			Controller:  controllers,
+			Controllers:                  selection,
+			Controller:                   controllers,
+			UseServiceAccountCredentials: f.UseSACredentials,
 		},
 		SchedulerConfig:    schedCfg,
 		AuthorizationModes: authzModes,

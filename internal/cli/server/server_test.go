@@ -38,8 +38,9 @@ func TestDefaultsAreValid(t *testing.T) {
 			ClusterCIDR: "10.42.0.0/16",
 		},
 		ControllerOptions: &manager.Options{
-			Controllers: manager.Selection{"*"},
-			Controller:  manager.DefaultControllerOptions(),
+			Controllers:                  manager.Selection{"*"},
+			Controller:                   manager.DefaultControllerOptions(),
+			UseServiceAccountCredentials: true,
 		},
 		// kube-apiserver's defaults for the overload flags.
 		Overload: server.OverloadConfig{
@@ -108,13 +109,26 @@ func TestConfigValidation(t *testing.T) {
 				t.Errorf("EtcdServers (-want +got):\n%s", diff)
 			}
 		}},
+		{name: "external etcd over TLS", mutate: func(f *Flags) {
+			f.EtcdServers = []string{"https://etcd-0:2379"}
+			f.EtcdCAFile, f.EtcdCertFile, f.EtcdKeyFile = "/etc/etcd/ca.crt", "/etc/etcd/client.crt", "/etc/etcd/client.key"
+		}, check: func(t *testing.T, c server.Config) {
+			if diff := cmp.Diff([]string{"/etc/etcd/ca.crt", "/etc/etcd/client.crt", "/etc/etcd/client.key"}, []string{c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile}); diff != "" {
+				t.Errorf("etcd TLS files (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "etcd certificate without key", mutate: func(f *Flags) {
+			f.EtcdServers = []string{"https://etcd-0:2379"}
+			f.EtcdCertFile = "/etc/etcd/client.crt"
+		}, wantErr: "--etcd-certfile and --etcd-keyfile must be given together"},
+		{name: "etcd TLS files for the embedded member", mutate: func(f *Flags) { f.EtcdCAFile = "/etc/etcd/ca.crt" }, wantErr: "need --etcd-servers"},
 		{name: "controllers and node durations", mutate: func(f *Flags) {
 			f.Controllers = []string{"*", "-nodelifecycle", ""}
 			f.NodeMonitorGrace, f.NodeMonitorPeriod, f.NodeStartupGrace, f.NodeEvictionRate = 3*time.Second, 200*time.Millisecond, 4*time.Second, 100
 		}, check: func(t *testing.T, c server.Config) {
 			want := manager.DefaultControllerOptions()
 			want.NodeMonitorGracePeriod, want.NodeMonitorPeriod, want.NodeStartupGracePeriod, want.NodeEvictionRate = 3*time.Second, 200*time.Millisecond, 4*time.Second, 100
-			if diff := cmp.Diff(&manager.Options{Controllers: manager.Selection{"*", "-nodelifecycle"}, Controller: want}, c.ControllerOptions); diff != "" {
+			if diff := cmp.Diff(&manager.Options{Controllers: manager.Selection{"*", "-nodelifecycle"}, Controller: want, UseServiceAccountCredentials: true}, c.ControllerOptions); diff != "" {
 				t.Errorf("ControllerOptions (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(manager.Selection{"*", "-nodelifecycle"}, c.Controllers); diff != "" {

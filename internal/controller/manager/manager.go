@@ -122,6 +122,13 @@ type Options struct {
 	Burst int
 	// ResyncPeriod of the shared informers (default 12h).
 	ResyncPeriod time.Duration
+	// UseServiceAccountCredentials runs each controller's clients as its
+	// own kube-system service account (upstream's
+	// --use-service-account-credentials; ServiceAccountName), with tokens
+	// requested by the manager's identity; the shared informers, events and
+	// leader election keep the manager's identity. Off: every controller
+	// uses the manager's identity.
+	UseServiceAccountCredentials bool
 	// Controller is handed to every controller.
 	Controller controllercontext.Options
 	// Clock is handed to every controller (default the real clock).
@@ -306,6 +313,21 @@ func (m *Manager) clientConfig(name string) *rest.Config {
 	return c
 }
 
+// controllerConfig is the client config of one controller: its service
+// account's when creds is set and the controller has one, else the
+// manager's own.
+func (m *Manager) controllerConfig(name string, creds *accountCredentials) *rest.Config {
+	account, ok := ServiceAccountName(name)
+	if creds == nil || !ok {
+		return m.clientConfig(name)
+	}
+	c := creds.config(account)
+	c.UserAgent = UserAgent + "/" + name
+	c.QPS = m.opts.QPS
+	c.Burst = m.opts.Burst
+	return c
+}
+
 // run builds, syncs and starts the enabled controllers, and blocks until
 // ctx is done or one fails.
 func (m *Manager) run(ctx context.Context) error {
@@ -334,13 +356,22 @@ func (m *Manager) run(ctx context.Context) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 
+	var creds *accountCredentials
+	if m.opts.UseServiceAccountCredentials {
+		tokens, err := kubernetes.NewForConfig(m.clientConfig("tokens-client"))
+		if err != nil {
+			return fmt.Errorf("controller manager: tokens client: %w", err)
+		}
+		creds = newAccountCredentials(tokens, m.config, m.opts.Clock)
+	}
+
 	type running struct {
 		name string
 		c    controllercontext.Controller
 	}
 	var controllers []running
 	for _, name := range m.Enabled() {
-		cfg := m.clientConfig(name)
+		cfg := m.controllerConfig(name, creds)
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("controller %s: client: %w", name, err)

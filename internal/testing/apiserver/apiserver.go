@@ -102,6 +102,9 @@ func (c *Cluster) start() {
 		Port:        c.port,
 		// Service-account tokens as `skiff server` has them (pki/sa.key).
 		ServiceAccounts: &kubeapiserver.ServiceAccountConfig{SigningKey: c.PKI.ServiceAccountKey, ExtendExpiration: true},
+		// Most tests run no serviceaccount controller, so no namespace has
+		// its "default" account (Configure turns the refusal back on).
+		AllowPodsWithoutServiceAccount: true,
 	}
 	if c.opts.Configure != nil {
 		c.opts.Configure(&cfg)

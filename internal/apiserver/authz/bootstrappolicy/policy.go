@@ -85,7 +85,6 @@ func Load() (*Policy, error) {
 	p.ClusterRoles = append(p.ClusterRoles, SkiffClusterRoles()...)
 	p.ClusterRoleBindings = append(p.ClusterRoleBindings, SkiffClusterRoleBindings()...)
 	p.addServiceIdentities()
-	p.addControllerManagerBindings()
 	return p, nil
 }
 
@@ -96,12 +95,30 @@ const KubeletServingApproverRole = "skiff:kubelet-serving-approver"
 // ControllerManagerUser is the controller manager's identity.
 const ControllerManagerUser = "system:kube-controller-manager"
 
-// addControllerManagerBindings binds every system:controller:* role to
-// the controller manager's own user. Upstream runs each controller under
-// its own service account (--use-service-account-credentials) bound to its
-// role; Skiff has no service-account tokens yet, so its controller manager
-// holds the union of the controllers' roles under one identity
-// (skiff:controller:<name>), still far less than system:masters.
+// SharedControllerPrefix names the bindings of ShareControllerIdentity.
+const SharedControllerPrefix = "skiff:controller:"
+
+// CertificateControllerAccount is the kube-system service account of the
+// csrapproving and csrsigning controllers (upstream's).
+const CertificateControllerAccount = "certificate-controller"
+
+// ShareControllerIdentity binds every system:controller:* role (and
+// Skiff's kubelet-serving approver role) to the controller manager's own
+// user, for a controller manager run without
+// --use-service-account-credentials: then every controller uses that one
+// identity, which holds the union of their roles
+// (skiff:controller:<name>). By default each controller runs as its own
+// kube-system service account, which upstream's bindings already name, and
+// the controller manager's user keeps only system:kube-controller-manager.
+func (p *Policy) ShareControllerIdentity() {
+	p.ClusterRoleBindings = append(p.ClusterRoleBindings, rbacv1.ClusterRoleBinding{
+		ObjectMeta: defaults(SharedControllerPrefix + "kubelet-serving-approver"),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: KubeletServingApproverRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}},
+	})
+	p.addControllerManagerBindings()
+}
+
 func (p *Policy) addControllerManagerBindings() {
 	const prefix = "system:controller:"
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}}
@@ -254,7 +271,7 @@ func SkiffClusterRoleBindings() []rbacv1.ClusterRoleBinding {
 	return []rbacv1.ClusterRoleBinding{
 		{ObjectMeta: defaults("skiff:node-bootstrapper"), RoleRef: ref("system:node-bootstrapper"), Subjects: group("system:bootstrappers")},
 		{ObjectMeta: defaults(NodeNetworkRole), RoleRef: ref(NodeNetworkRole), Subjects: group("system:nodes")},
-		{ObjectMeta: defaults(KubeletServingApproverRole), RoleRef: ref(KubeletServingApproverRole), Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ControllerManagerUser}}},
+		{ObjectMeta: defaults(KubeletServingApproverRole), RoleRef: ref(KubeletServingApproverRole), Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: CertificateControllerAccount, Namespace: "kube-system"}}},
 		{ObjectMeta: defaults(NodeLocalPathRole), RoleRef: ref(NodeLocalPathRole), Subjects: group("system:nodes")},
 		// Kubelets authorize every request with a SubjectAccessReview; the
 		// API server's kubelet client (logs, exec, port-forward, metrics)

@@ -31,15 +31,40 @@ func TestLoad(t *testing.T) {
 	if d := cmp.Diff(want, admin.Rules); d != "" {
 		t.Errorf("cluster-admin rules (-want +got):\n%s", d)
 	}
-	foundCM := false
+	// Each controller role is bound to its kube-system service account,
+	// and the controller manager's user only to its own role.
+	var cmRoles []string
+	foundSA := false
 	for _, b := range p.ClusterRoleBindings {
-		if b.Name == "skiff:controller:deployment-controller" && b.RoleRef.Name == "system:controller:deployment-controller" &&
-			len(b.Subjects) == 1 && b.Subjects[0].Name == ControllerManagerUser {
-			foundCM = true
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.UserKind && s.Name == ControllerManagerUser {
+				cmRoles = append(cmRoles, b.RoleRef.Name)
+			}
+		}
+		if b.RoleRef.Name == "system:controller:deployment-controller" && len(b.Subjects) == 1 &&
+			b.Subjects[0] == (rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "deployment-controller", Namespace: "kube-system"}) {
+			foundSA = true
 		}
 	}
-	if !foundCM {
-		t.Error("the controller manager is not bound to system:controller:deployment-controller")
+	if !foundSA {
+		t.Error("kube-system/deployment-controller is not bound to system:controller:deployment-controller")
+	}
+	if d := cmp.Diff([]string{"system:kube-controller-manager"}, cmRoles); d != "" {
+		t.Errorf("cluster roles of %s (-want +got):\n%s", ControllerManagerUser, d)
+	}
+	// Without per-controller accounts the manager's user holds every
+	// controller role.
+	p.ShareControllerIdentity()
+	shared := map[string]bool{}
+	for _, b := range p.ClusterRoleBindings {
+		if len(b.Subjects) == 1 && b.Subjects[0].Name == ControllerManagerUser {
+			shared[b.RoleRef.Name] = true
+		}
+	}
+	for _, role := range []string{"system:controller:deployment-controller", "system:controller:generic-garbage-collector", KubeletServingApproverRole} {
+		if !shared[role] {
+			t.Errorf("ShareControllerIdentity: %s not bound to %s", role, ControllerManagerUser)
+		}
 	}
 	if len(NodeRules()) == 0 {
 		t.Error("system:node has no rules")
