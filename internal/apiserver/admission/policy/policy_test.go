@@ -424,7 +424,9 @@ func maxReplicas(name string) *admissionregistrationv1.ValidatingAdmissionPolicy
 func testWarnAndAudit(t *testing.T, c *testapiserver.Cluster, auditLog string) {
 	e := newEnv(t, c)
 	name := "warn-" + e.ns
-	e.createPolicy(maxReplicas(name))
+	p := maxReplicas(name)
+	p.Spec.AuditAnnotations = []admissionregistrationv1.AuditAnnotation{{Key: "replicas", ValueExpression: "string(object.spec.replicas)"}}
+	e.createPolicy(p)
 	e.createBinding(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
@@ -457,9 +459,16 @@ func testWarnAndAudit(t *testing.T, c *testapiserver.Cluster, auditLog string) {
 				ev.ObjectRef.Resource != "deployments" || ev.Stage != auditv1.StageResponseComplete || len(ev.Annotations) == 0 {
 				continue
 			}
-			got := ev.Annotations["validation.policy.admission.k8s.io/validation_failure"]
-			if got != wantAudit {
-				return false, fmt.Errorf("annotation %q, want %q", got, wantAudit)
+			want := map[string]string{
+				"validation.policy.admission.k8s.io/validation_failure": wantAudit,
+				name + "/replicas": "8", // the policy's auditAnnotations
+			}
+			got := map[string]string{}
+			for k := range want {
+				got[k] = ev.Annotations[k]
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				return false, fmt.Errorf("audit annotations (-want +got):\n%s", diff)
 			}
 			return true, nil
 		}
