@@ -256,11 +256,15 @@ func (s *Server) Start(ctx context.Context) error {
 	}()
 
 	var httpSrv *http.Server
+	var mln net.Listener
 	if s.opts.MetricsAddress != "" {
-		mln, err := net.Listen("tcp", s.opts.MetricsAddress)
-		if err != nil {
-			return fmt.Errorf("dns: listen %s: %w", s.opts.MetricsAddress, err)
+		// Metrics are not worth losing DNS for: a taken port (another
+		// server on the host) leaves DNS serving without them.
+		if mln, err = net.Listen("tcp", s.opts.MetricsAddress); err != nil {
+			logger.Error(err, "Cluster DNS metrics not served", "address", s.opts.MetricsAddress)
 		}
+	}
+	if mln != nil {
 		mux := http.NewServeMux()
 		health := func(w http.ResponseWriter, _ *http.Request) {
 			if err := s.Healthy(); err != nil {

@@ -498,8 +498,18 @@ func TestProbe(t *testing.T) {
 	if err := idle.Probe(context.Background()); err == nil {
 		t.Error("Probe of a server never started = nil, want an error")
 	}
-	s, _ := startServer(t, Options{Upstreams: []string{}})
+	// The metrics port is taken (another server on the host): DNS serves
+	// anyway, without metrics.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	s, _ := startServer(t, Options{Upstreams: []string{}, MetricsAddress: taken.Addr().String()})
 	if err := s.Probe(context.Background()); err != nil {
 		t.Errorf("Probe of a serving server: %v", err)
+	}
+	if got := s.MetricsAddr(); got != "" {
+		t.Errorf("metrics served at %q on a taken port", got)
 	}
 }
