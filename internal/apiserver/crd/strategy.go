@@ -69,21 +69,35 @@ func newStrategy(crd *apiextensionsv1.CustomResourceDefinition, in *apiextension
 		namespaced:  crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		terminating: terminating,
 	}
-	if v.Schema != nil {
-		vs, err := newVersionSchema(v.Schema.OpenAPIV3Schema)
+	// The internal form keeps a field that all versions share at the top
+	// of the spec (a CRD of one version always does), not in the version:
+	// read each through upstream's per-version helpers.
+	validation, err := apiextensionsinternal.GetSchemaForVersion(in, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	if validation != nil && validation.OpenAPIV3Schema != nil {
+		vs, err := newVersionSchema(validation.OpenAPIV3Schema)
 		if err != nil {
 			return nil, err
 		}
 		s.schema = vs
 	}
-	if v.Subresources != nil {
-		s.hasStatus = v.Subresources.Status != nil
-		s.scale = v.Subresources.Scale
+	subresources, err := apiextensionsinternal.GetSubresourcesForVersion(in, v.Name)
+	if err != nil {
+		return nil, err
 	}
-	cols := v.AdditionalPrinterColumns
-	if len(cols) == 0 {
-		cols = []apiextensionsinternal.CustomResourceColumnDefinition{{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
-			Description: "CreationTimestamp is a timestamp representing the server time when this object was created."}}
+	if subresources != nil {
+		s.hasStatus = subresources.Status != nil
+		s.scale = subresources.Scale
+	}
+	cols, err := apiextensionsinternal.GetColumnsForVersion(in, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	selectableFields := v.SelectableFields
+	if len(selectableFields) == 0 {
+		selectableFields = in.Spec.SelectableFields
 	}
 	for _, c := range cols {
 		p := jsonpath.New(c.Name)
@@ -94,7 +108,7 @@ func newStrategy(crd *apiextensionsv1.CustomResourceDefinition, in *apiextension
 		s.columns = append(s.columns, column{path: p, def: metav1.TableColumnDefinition{
 			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority}})
 	}
-	for _, f := range v.SelectableFields {
+	for _, f := range selectableFields {
 		p := jsonpath.New(f.JSONPath)
 		if err := p.Parse(fmt.Sprintf("{%s}", f.JSONPath)); err != nil {
 			return nil, fmt.Errorf("selectable field %q: %w", f.JSONPath, err)
