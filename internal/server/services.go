@@ -29,7 +29,8 @@ type ServicesConfig struct {
 	// (10.43.0.10) points there.
 	DNSPort, DNSMetricsPort int
 	// LBRange is the pool of load-balancer addresses (a CIDR, first-last,
-	// or one address); empty means the node's advertise address, shared
+	// or one address; or an IPv4 and an IPv6 one separated by a comma);
+	// empty means the node's advertise address, shared
 	// by Services whose ports do not clash (as k3s's servicelb does).
 	LBRange string
 }
@@ -74,7 +75,7 @@ func launchServices(ctx context.Context, sc ServicesConfig, identity func(name, 
 		lbRange = advertise
 	}
 	if lbRange != "" {
-		pool, err := lb.ParseRange(lbRange)
+		pools, err := lb.ParseRanges(lbRange)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func launchServices(ctx context.Context, sc ServicesConfig, identity func(name, 
 		if err != nil {
 			return nil, err
 		}
-		h, err := lifecycle.Launch(ctx, "service-lb", lb.New(client, pool), timeout)
+		h, err := lifecycle.Launch(ctx, "service-lb", lb.New(client, pools...), timeout)
 		if err != nil {
 			return nil, err
 		}

@@ -28,42 +28,98 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Range is an inclusive range of IPv4 addresses.
+// Range is an inclusive range of addresses of one family.
 type Range struct{ First, Last netip.Addr }
 
+// lastAddr is the last address of a prefix (every host bit set).
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
 // ParseRange reads "10.0.0.0/24" (every address but the network and
-// broadcast ones when the prefix is shorter than /31), "a.b.c.d-a.b.c.e"
-// or a single address.
+// broadcast ones when the prefix is shorter than /31; for IPv6 every
+// address but the network one, below /127), "first-last" or a single
+// address, IPv4 or IPv6.
 func ParseRange(s string) (Range, error) {
 	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is4() {
+	if p, err := netip.ParsePrefix(s); err == nil {
 		p = p.Masked()
-		first := p.Addr()
-		last := first
-		for a := first; p.Contains(a); a = a.Next() {
-			last = a
-		}
-		if p.Bits() < 31 {
+		first, last := p.Addr(), lastAddr(p)
+		switch {
+		case first.Is4() && p.Bits() < 31:
 			first, last = first.Next(), last.Prev()
+		case first.Is6() && p.Bits() < 127:
+			first = first.Next()
 		}
 		return Range{first, last}, nil
 	}
 	if a, b, ok := strings.Cut(s, "-"); ok {
 		first, err1 := netip.ParseAddr(strings.TrimSpace(a))
 		last, err2 := netip.ParseAddr(strings.TrimSpace(b))
-		if err1 == nil && err2 == nil && first.Is4() && last.Is4() && !last.Less(first) {
+		if err1 == nil && err2 == nil && first.Is4() == last.Is4() && !last.Less(first) {
 			return Range{first, last}, nil
 		}
 	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Is4() {
+	if a, err := netip.ParseAddr(s); err == nil {
 		return Range{a, a}, nil
 	}
-	return Range{}, fmt.Errorf("invalid load-balancer range %q: want a CIDR, first-last or one IPv4 address", s)
+	return Range{}, fmt.Errorf("invalid load-balancer range %q: want a CIDR, first-last or one address", s)
+}
+
+// ParseRanges reads one range, or an IPv4 and an IPv6 range separated by a
+// comma (a dual-stack pool: a Service gets an address of each family it
+// has).
+func ParseRanges(s string) ([]Range, error) {
+	var out []Range
+	for _, part := range strings.Split(s, ",") {
+		r, err := ParseRange(part)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range out {
+			if o.v6() == r.v6() {
+				return nil, fmt.Errorf("invalid load-balancer range %q: at most one range of each IP family", s)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (r Range) v6() bool { return r.First.Is6() }
+
+func (r Range) family() v1.IPFamily {
+	if r.v6() {
+		return v1.IPv6Protocol
+	}
+	return v1.IPv4Protocol
 }
 
 // Contains says whether a is in the range.
 func (r Range) Contains(a netip.Addr) bool {
-	return a.Is4() && !a.Less(r.First) && !r.Last.Less(a)
+	return a.IsValid() && a.Is6() == r.v6() && !a.Less(r.First) && !r.Last.Less(a)
+}
+
+// families are the IP families of a Service (IPv4 when it names none).
+func families(s *v1.Service) []v1.IPFamily {
+	if len(s.Spec.IPFamilies) == 0 {
+		return []v1.IPFamily{v1.IPv4Protocol}
+	}
+	return s.Spec.IPFamilies
+}
+
+func hasFamily(s *v1.Service, f v1.IPFamily) bool {
+	for _, g := range families(s) {
+		if g == f {
+			return true
+		}
+	}
+	return false
 }
 
 func managed(s *v1.Service) bool {
@@ -82,21 +138,27 @@ func portKeys(s *v1.Service) []string {
 	return out
 }
 
-func currentIP(s *v1.Service) string {
+// currentIP is the Service's load-balancer address of the family
+// (IPv4 for currentIP).
+func currentIP(s *v1.Service) string { return currentIPOf(s, false) }
+
+func currentIPOf(s *v1.Service, v6 bool) string {
 	for _, ing := range s.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
+		if a, err := netip.ParseAddr(ing.IP); err == nil && a.Is6() == v6 {
 			return ing.IP
 		}
 	}
 	return ""
 }
 
-// Plan decides the address of every Service that should change: key
-// ns/name → new IP ("" clears the status). Several Services may share an
-// address when their ports do not clash (so that a range of one address,
-// such as the node's, serves many). Services keep their address when
-// they can; older Services are placed first.
+// Plan decides, for the pool's IP family, the address of every Service
+// that should change: key ns/name → new IP ("" clears that family's
+// address). Several Services may share an address when their ports do not
+// clash (so that a range of one address, such as the node's, serves many).
+// Services keep their address when they can; older Services are placed
+// first. Services without the pool's family are left alone.
 func Plan(services []*v1.Service, pool Range) map[string]string {
+	v6 := pool.v6()
 	svcs := append([]*v1.Service(nil), services...)
 	sort.Slice(svcs, func(i, j int) bool {
 		a, b := svcs[i], svcs[j]
@@ -127,10 +189,10 @@ func Plan(services []*v1.Service, pool Range) map[string]string {
 	// First pass: keep what is assigned and valid.
 	for _, s := range svcs {
 		key := s.Namespace + "/" + s.Name
-		cur := currentIP(s)
+		cur := currentIPOf(s, v6)
 		ip, err := netip.ParseAddr(cur)
 		switch {
-		case !managed(s):
+		case !managed(s) || !hasFamily(s, pool.family()):
 			if s.Spec.Type != v1.ServiceTypeLoadBalancer && cur != "" && err == nil && pool.Contains(ip) {
 				out[key] = "" // no longer a LoadBalancer: release
 			}
@@ -158,7 +220,7 @@ func Plan(services []*v1.Service, pool Range) map[string]string {
 		}
 		if chosen.IsValid() {
 			take(chosen, s)
-			if currentIP(s) != chosen.String() {
+			if currentIPOf(s, v6) != chosen.String() {
 				out[key] = chosen.String()
 			}
 		} else {
@@ -171,13 +233,38 @@ func Plan(services []*v1.Service, pool Range) map[string]string {
 // Allocator is the loop that applies Plan.
 type Allocator struct {
 	client kubernetes.Interface
-	pool   Range
+	pools  []Range
 	ready  chan struct{}
 }
 
-// New builds an Allocator for pool.
-func New(client kubernetes.Interface, pool Range) *Allocator {
-	return &Allocator{client: client, pool: pool, ready: make(chan struct{})}
+// New builds an Allocator for pools (one per IP family).
+func New(client kubernetes.Interface, pools ...Range) *Allocator {
+	return &Allocator{client: client, pools: pools, ready: make(chan struct{})}
+}
+
+// ingress is the status a Service should have: for each of its families,
+// the planned address if the plan changes it, else its current one; in
+// the order of its families. ok is false when a family with a pool has no
+// address.
+func (a *Allocator) ingress(s *v1.Service, plans map[v1.IPFamily]map[string]string) (ips []string, ok bool) {
+	key := s.Namespace + "/" + s.Name
+	ok = true
+	for _, f := range families(s) {
+		plan, hasPool := plans[f]
+		if !hasPool {
+			continue
+		}
+		ip, changed := plan[key]
+		if !changed {
+			ip = currentIPOf(s, f == v1.IPv6Protocol)
+		}
+		if ip == "" {
+			ok = false
+			continue
+		}
+		ips = append(ips, ip)
+	}
+	return ips, ok
 }
 
 // Ready closes once the Service cache has synced.
@@ -218,30 +305,49 @@ func (a *Allocator) Start(ctx context.Context) error {
 	for {
 		svcs, _ := inf.Lister().List(labels.Everything())
 		failed := false
-		for key, ip := range Plan(svcs, a.pool) {
+		plans := map[v1.IPFamily]map[string]string{}
+		keys := map[string]bool{}
+		for _, pool := range a.pools {
+			plans[pool.family()] = Plan(svcs, pool)
+			for k := range plans[pool.family()] {
+				keys[k] = true
+			}
+		}
+		for key := range keys {
 			ns, name, _ := strings.Cut(key, "/")
 			s, err := inf.Lister().Services(ns).Get(name)
 			if err != nil {
 				continue
 			}
-			if ip == "" && currentIP(s) == "" {
-				if managed(s) && !reported[key] {
-					reported[key] = true
-					recorder.Eventf(s, v1.EventTypeWarning, "AllocationFailed", "No address of %s-%s is free for ports %v", a.pool.First, a.pool.Last, portKeys(s))
-				}
+			ips, complete := a.ingress(s, plans)
+			if !managed(s) {
+				ips = nil
+			}
+			if managed(s) && !complete && !reported[key] {
+				reported[key] = true
+				recorder.Eventf(s, v1.EventTypeWarning, "AllocationFailed", "No address of %v is free for ports %v", a.pools, portKeys(s))
+			}
+			var cur []string
+			for _, ing := range s.Status.LoadBalancer.Ingress {
+				cur = append(cur, ing.IP)
+			}
+			if fmt.Sprint(cur) == fmt.Sprint(ips) {
 				continue
 			}
 			s = s.DeepCopy()
 			s.Status.LoadBalancer.Ingress = nil
-			if ip != "" {
-				s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip, IPMode: ptrIPMode(v1.LoadBalancerIPModeVIP)}}
+			for _, ip := range ips {
+				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, v1.LoadBalancerIngress{IP: ip, IPMode: ptrIPMode(v1.LoadBalancerIPModeVIP)})
 			}
+			ip := strings.Join(ips, ", ")
 			if _, err := a.client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
 				logger.V(2).Info("Updating load-balancer status", "service", key, "err", err)
 				failed = true
 				continue
 			}
-			delete(reported, key)
+			if complete {
+				delete(reported, key)
+			}
 			if ip != "" {
 				recorder.Eventf(s, v1.EventTypeNormal, "IPAllocated", "Assigned load-balancer address %s", ip)
 			}

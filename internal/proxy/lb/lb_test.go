@@ -31,22 +31,31 @@ func TestParseRange(t *testing.T) {
 		"192.168.50.0/30":             {First: mustAddr("192.168.50.1"), Last: mustAddr("192.168.50.2")},
 		"192.168.50.10-192.168.50.12": {First: mustAddr("192.168.50.10"), Last: mustAddr("192.168.50.12")},
 		"10.0.0.5":                    {First: mustAddr("10.0.0.5"), Last: mustAddr("10.0.0.5")},
+		"fd00:50::/64":                {First: mustAddr("fd00:50::1"), Last: mustAddr("fd00:50::ffff:ffff:ffff:ffff")},
+		"fd00:50::5-fd00:50::9":       {First: mustAddr("fd00:50::5"), Last: mustAddr("fd00:50::9")},
 	} {
 		got, err := ParseRange(in)
 		if err != nil || got != want {
 			t.Errorf("ParseRange(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "x", "10.0.0.9-10.0.0.1", "fd00::/64"} {
+	for _, bad := range []string{"", "x", "10.0.0.9-10.0.0.1", "10.0.0.1-fd00::1"} {
 		if _, err := ParseRange(bad); err == nil {
 			t.Errorf("ParseRange(%q) accepted", bad)
 		}
+	}
+	if got, err := ParseRanges("10.9.0.1-10.9.0.2, fd00:50::/120"); err != nil || len(got) != 2 || !got[1].v6() {
+		t.Errorf("ParseRanges dual = %v, %v", got, err)
+	}
+	if _, err := ParseRanges("10.9.0.1,10.9.0.2"); err == nil {
+		t.Error("ParseRanges accepted two IPv4 ranges")
 	}
 }
 
 func TestPlan(t *testing.T) {
 	pool, _ := ParseRange("10.9.0.1-10.9.0.2")
 	one, _ := ParseRange("192.168.1.5")
+	v6pool, _ := ParseRange("fd00:50::1-fd00:50::2")
 	tests := []struct {
 		name string
 		pool Range
@@ -65,6 +74,9 @@ func TestPlan(t *testing.T) {
 			return s
 		}()}, want: map[string]string{"default/a": ""}},
 		{name: "address outside the pool is replaced", pool: pool, svcs: []*v1.Service{lbSvc("a", 0, "1.2.3.4", 80)}, want: map[string]string{"default/a": "10.9.0.1"}},
+		{name: "an ipv6 pool serves the services with ipv6", pool: v6pool, svcs: []*v1.Service{
+			lbSvc("v4only", 0, "10.9.0.1", 80), dualSvc(lbSvc("dual", 1, "10.9.0.1", 443))},
+			want: map[string]string{"default/dual": "fd00:50::1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,3 +107,45 @@ func TestAllocator(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func dualSvc(s *v1.Service) *v1.Service {
+	s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	return s
+}
+
+// TestAllocatorDualStack: with an IPv4 and an IPv6 pool, a dual-stack
+// Service gets an address of each family, in the order of its families; an
+// IPv4 one gets only the IPv4 address.
+func TestAllocatorDualStack(t *testing.T) {
+	dual := dualSvc(lbSvc("dual", 0, "", 80))
+	dual.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol, v1.IPv4Protocol}
+	client := fake.NewClientset(dual, lbSvc("v4", 1, "", 80))
+	pools, err := ParseRanges("10.9.0.1-10.9.0.2,fd00:50::/120")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = New(client, pools...).Start(ctx) }()
+	want := map[string][]string{"dual": {"fd00:50::1", "10.9.0.1"}, "v4": {"10.9.0.2"}}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := map[string][]string{}
+		for name := range want {
+			s, err := client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ing := range s.Status.LoadBalancer.Ingress {
+				got[name] = append(got[name], ing.IP)
+			}
+		}
+		if cmp.Diff(want, got) == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingress (-want +got):\n%s", cmp.Diff(want, got))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
