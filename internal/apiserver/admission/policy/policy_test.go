@@ -284,6 +284,53 @@ spec:
 	t.Run("type checking", func(t *testing.T) { testTypeChecking(t, c) })
 	t.Run("mutating", func(t *testing.T) { testMutating(t, c) })
 	t.Run("custom resources", func(t *testing.T) { testCustomResources(t, c) })
+	t.Run("delete", func(t *testing.T) { testDelete(t, c) })
+}
+
+// testDelete: a policy on DELETE sees the stored object as oldObject.
+func testDelete(t *testing.T, c *testapiserver.Cluster) {
+	e := newEnv(t, c)
+	name := "keep-" + e.ns
+	e.createPolicy(&admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "object == null && (!has(oldObject.data) || !('keep' in oldObject.data))", Message: "this ConfigMap is kept"}},
+		},
+	})
+	e.createBinding(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: e.matchNamespace(),
+		},
+	})
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"keep": "yes"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "gone"}},
+	} {
+		if _, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(e.ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.eventually("the policy keeps the ConfigMap", func() (bool, error) {
+		err := e.cs.CoreV1().ConfigMaps(e.ns).Delete(e.ctx, "kept", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, err
+	})
+	err := e.cs.CoreV1().ConfigMaps(e.ns).Delete(e.ctx, "kept", metav1.DeleteOptions{})
+	want := fmt.Sprintf(`configmaps "kept" is forbidden: ValidatingAdmissionPolicy '%[1]s' with binding '%[1]s' denied request: this ConfigMap is kept`, name)
+	if err == nil || err.Error() != want {
+		t.Errorf("delete: got %v, want %q", err, want)
+	}
+	if err := e.cs.CoreV1().ConfigMaps(e.ns).Delete(e.ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete of another ConfigMap: %v", err)
+	}
 }
 
 const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
