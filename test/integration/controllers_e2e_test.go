@@ -56,7 +56,10 @@ var e2eMetrics = prometheus.NewRegistry()
 // process would have stopped writing.
 func runManager(t *testing.T, c *cluster) (stop func()) {
 	t.Helper()
-	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics})
+	// As skiff server runs them: each controller with its own service
+	// account's token (the harness authorizes everyone, so this checks the
+	// tokens, and internal/server's TestRunSecurity the roles).
+	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics, UseServiceAccountCredentials: true})
 	if err != nil {
 		t.Fatalf("manager.New: %v", err)
 	}
