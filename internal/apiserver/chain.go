@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission/policy"
+	"github.com/skiff-sh/skiff/internal/apiserver/admission/webhook"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
@@ -149,7 +150,8 @@ func (s *Server) buildChain() http.Handler {
 		// The audit log (auditing.go), for what the policy keeps.
 		ar := s.beginAudit(w, r, info, attrs)
 		defer s.endAudit(ar, w)
-		ctx = policy.WithAuditAnnotator(ctx, ar.Annotate) // admission policies' audit annotations
+		ctx = policy.WithAuditAnnotator(ctx, ar.Annotate)  // admission policies' audit annotations
+		ctx = webhook.WithAuditAnnotator(ctx, ar.Annotate) // admission webhooks' audit annotations
 		// Impersonate-* headers (impersonation.go): the request then acts
 		// as the impersonated user.
 		imp, err := impersonate(r.WithContext(ctx), s.authz, attrs)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +30,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
 )
 
@@ -99,7 +104,25 @@ func (e *env) waitMutated(t *testing.T, ctx context.Context, ns, prefix string, 
 // test over TLS (its own CA in caBundle) on 127.0.0.1, called through the
 // admission chain, seen through client-go and kubectl.
 func TestAdmissionWebhooks(t *testing.T) {
-	c := testapiserver.Start(t)
+	// An audit log of configmap writes: the webhooks' annotations land there.
+	policy, err := audit.ParsePolicy([]byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [configmaps]}]
+- level: None
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditLog := filepath.Join(t.TempDir(), "audit.log")
+	auditor, err := audit.New(policy, audit.LogOptions{Path: auditLog}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = auditor.Close() })
+	c := testapiserver.StartWithOptions(t, testapiserver.Options{Configure: func(cfg *apiserver.Config) { cfg.Audit = auditor }})
 	crt := newCerts(t, []net.IP{net.IPv4(127, 0, 0, 1)})
 	h := &hooks{t: t}
 	e := &env{c: c, cs: c.Clientset(), hooks: h, ca: crt.caPEM}
@@ -167,6 +190,27 @@ func TestAdmissionWebhooks(t *testing.T) {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, stored, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("update to deny=true: %v, want 403", err)
 		}
+
+		// The audit event of the create carries the webhook's annotation
+		// (named after the webhook) and upstream's mutation annotation.
+		eventually(t, 5*time.Second, "the audit event of plain", func() (bool, error) {
+			data, err := os.ReadFile(auditLog)
+			if err != nil {
+				return false, err
+			}
+			for _, line := range strings.Split(string(data), "\n") {
+				var ev auditv1.Event
+				if json.Unmarshal([]byte(line), &ev) != nil || ev.Verb != "create" || ev.ObjectRef == nil || ev.ObjectRef.Name != "plain" {
+					continue
+				}
+				if ev.Annotations["label.webhooks.skiff.sh/labelled"] == "yes" &&
+					strings.Contains(ev.Annotations["mutation.webhook.admission.k8s.io/round_0_index_0"], `"mutated":true`) {
+					return true, nil
+				}
+				return false, fmt.Errorf("annotations %v", ev.Annotations)
+			}
+			return false, nil
+		})
 
 		// Upstream's metrics, on the API server's /metrics.
 		raw, err := e.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)

@@ -113,9 +113,11 @@ func (at *attributes) AddAnnotationWithLevel(key, value string, _ auditinternal.
 	return nil
 }
 
-// finish hands the audit annotations to the audit log.
-func (at *attributes) finish(ctx context.Context, audit func(ctx context.Context, key, value string)) {
-	if audit == nil {
+// finish hands the audit annotations to the request's audit event (see
+// WithAuditAnnotator).
+func (at *attributes) finish(ctx context.Context) {
+	annotate, _ := ctx.Value(auditAnnotatorKey{}).(func(key, value string))
+	if annotate == nil {
 		return
 	}
 	at.mu.Lock()
@@ -126,7 +128,7 @@ func (at *attributes) finish(ctx context.Context, audit func(ctx context.Context
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		audit(ctx, k, at.annotations[k])
+		annotate(k, at.annotations[k])
 	}
 }
 

@@ -82,9 +82,6 @@ type Options struct {
 	// expressions that use it fail (and so the request, as upstream fails
 	// closed on a matchCondition error).
 	Authorizer authz.Authorizer
-	// Audit, when set, records an audit annotation of the request
-	// (webhooks' auditAnnotations and upstream's mutation annotations).
-	Audit func(ctx context.Context, key, value string)
 	// Stop ends the informers; they start on the first admitted request.
 	Stop <-chan struct{}
 }
@@ -212,7 +209,7 @@ func (m *Mutating) Admit(ctx context.Context, a *skadmission.Attributes) error {
 		return nil
 	}
 	attrs, ctx := newAttributes(ctx, a)
-	defer attrs.finish(ctx, m.s.opts.Audit)
+	defer attrs.finish(ctx)
 	if err := m.plugin.Admit(ctx, attrs, m.s.objects); err != nil {
 		return err
 	}
@@ -246,8 +243,18 @@ func (v *Validating) Validate(ctx context.Context, a *skadmission.Attributes) er
 		return nil
 	}
 	attrs, ctx := newAttributes(ctx, a)
-	defer attrs.finish(ctx, v.s.opts.Audit)
+	defer attrs.finish(ctx)
 	return v.plugin.Validate(ctx, attrs, v.s.objects)
+}
+
+type auditAnnotatorKey struct{}
+
+// WithAuditAnnotator returns a context whose webhook audit annotations
+// (the webhooks' auditAnnotations, prefixed with the webhook's name, and
+// upstream's patch and mutation annotations) are passed to annotate: the
+// request's audit event.
+func WithAuditAnnotator(ctx context.Context, annotate func(key, value string)) context.Context {
+	return context.WithValue(ctx, auditAnnotatorKey{}, annotate)
 }
 
 // recorder passes the webhooks' warnings on to the request (validating

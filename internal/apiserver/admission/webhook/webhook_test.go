@@ -154,9 +154,11 @@ func TestNoConfigurationsSkipsTheLibrary(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	m, v, err := New(Options{
-		ListWatch:    static(nil),
-		GetNamespace: func(context.Context, string) (*corev1.Namespace, error) { return nil, apierrors.NewNotFound(schema.GroupResource{}, "") },
-		Stop:         stop,
+		ListWatch: static(nil),
+		GetNamespace: func(context.Context, string) (*corev1.Namespace, error) {
+			return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+		},
+		Stop: stop,
 	})
 	if err != nil {
 		t.Fatal(err)
