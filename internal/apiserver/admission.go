@@ -17,7 +17,11 @@ import (
 // newAdmission builds the admission chain: the built-in plugins, in
 // upstream's order. Webhooks and the other plugins are appended here.
 func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, error) {
-	podSecurity, err := admission.NewPodSecurity(r, nil)
+	psConfig, err := admissionPluginConfig(r, "PodSecurity") // --admission-control-config-file (admissionconfig.go)
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	podSecurity, err := admission.NewPodSecurity(r, psConfig)
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
@@ -59,6 +63,10 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 	}
 	if w, ok := r.(admission.QuotaStatusWriter); ok { // the server's reader (quotastatus.go)
 		plugins = append(plugins, admission.NewResourceQuota(r, w, c))
+	}
+	// --enable-admission-plugins, --disable-admission-plugins (admissionconfig.go).
+	if plugins, err = enabledAdmissionPlugins(r, plugins); err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
 	}
 	chain, err := admission.NewChain(plugins...)
 	if err != nil {

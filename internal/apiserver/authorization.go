@@ -8,8 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
 	authzconfigload "k8s.io/apiserver/pkg/apis/apiserver/load"
 	apiservervalidation "k8s.io/apiserver/pkg/apis/apiserver/validation"

@@ -74,6 +74,10 @@ type Config struct {
 	// Authorization holds the ABAC policy file, the webhook's options, or
 	// a structured AuthorizationConfiguration (authorization.go).
 	Authorization AuthorizationOptions
+	// Admission enables and disables admission plugins and configures
+	// them (admissionconfig.go; zero: upstream's default-on set and
+	// NodeRestriction).
+	Admission AdmissionOptions
 	// Registerer receives the server's metrics (default: a new registry).
 	Registry *prometheus.Registry
 	// WatchBookmarkInterval is how often watchers that allow bookmarks get

@@ -95,6 +95,8 @@ type Config struct {
 	// Authorization: the ABAC policy, the webhook authorizer or a
 	// structured AuthorizationConfiguration (apiserver.AuthorizationOptions).
 	Authorization apiserver.AuthorizationOptions
+	// Admission: plugins on and off, and their configuration.
+	Admission apiserver.AdmissionOptions
 	// ServiceAccounts configures service-account tokens (serviceaccounts.go).
 	ServiceAccounts ServiceAccountsConfig
 }
@@ -207,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Aggregation:        &apiserver.AggregationConfig{ProxyClientCert: frontProxy.Client, RequestHeaderCAPEM: frontProxy.CAPEM, ClientCAPEM: bundle.CAPEM},
 		AuthorizationModes: cfg.AuthorizationModes,
 		Authorization:      cfg.Authorization,
+		Admission:          cfg.Admission,
 		ServiceAccounts:    saConfig,
 	}))
 	if err != nil {

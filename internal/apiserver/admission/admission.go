@@ -108,11 +108,13 @@ type Validator interface {
 // last, as upstream requires.
 func Order() []string {
 	return []string{
+		"AlwaysAdmit",
 		"NamespaceLifecycle",
 		"LimitRanger",
 		"ServiceAccount",
 		"NodeRestriction",
 		"TaintNodesByCondition",
+		"AlwaysPullImages",
 		"PodSecurity",
 		"Priority",
 		"DefaultTolerationSeconds",

@@ -80,6 +80,9 @@ type Flags struct {
 	// Authorization: ABAC, webhook and structured authorization
 	// (authorization.go).
 	Authorization AuthorizationFlags
+	// Admission: the plugins on and off, and their configuration
+	// (admission.go).
+	Admission AdmissionFlags
 
 	// Service-account tokens, named as kube-apiserver's flags.
 	ServiceAccountKeyFiles       []string
@@ -187,6 +190,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), ABAC (--authorization-policy-file), Webhook (--authorization-webhook-config-file), AlwaysAllow (every authenticated user may do everything), AlwaysDeny")
 	f.Authorization.addFlags(fs)
+	f.Admission.addFlags(fs)
 	fs.StringArrayVar(&f.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM file of public keys (or private keys, or certificates) that verify service-account tokens; repeatable. The signing key always verifies too")
 	fs.StringVar(&f.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM private key (RSA or ECDSA) that signs service-account tokens (default <data-dir>/pki/sa.key, created at the first start)")
 	fs.StringArrayVar(&f.ServiceAccountIssuers, "service-account-issuer", nil, "issuer (iss) of service-account tokens; repeatable: the first signs new tokens, all are accepted (default "+satoken.DefaultIssuer+")")
@@ -319,6 +323,10 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
 	}
+	admissionOpts, err := f.Admission.options()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, iss := range f.ServiceAccountIssuers {
 		if strings.TrimSpace(iss) == "" {
 			errs = append(errs, errors.New("--service-account-issuer must not be empty"))
@@ -362,6 +370,7 @@ func (f Flags) Config() (server.Config, error) {
 		SchedulerConfig:    schedCfg,
 		AuthorizationModes: authzModes,
 		Authorization:      authzOpts,
+		Admission:          admissionOpts,
 		Security:           security,
 		Overload:           overload,
 		ServiceAccounts: server.ServiceAccountsConfig{

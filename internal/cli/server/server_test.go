@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
@@ -48,6 +49,8 @@ func TestDefaultsAreValid(t *testing.T) {
 			MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200,
 		},
 		AuthorizationModes: []string{"Node", "RBAC"},
+		// kube-apiserver's defaults for the webhook authorizer's flags.
+		Authorization: apiserver.AuthorizationOptions{WebhookVersion: "v1beta1", WebhookCacheAuthorizedTTL: 5 * time.Minute, WebhookCacheUnauthorizedTTL: 30 * time.Second},
 	}
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
