@@ -108,6 +108,13 @@ func dispatch[H any](ctx context.Context, s shared, a *admission.Attributes, d g
 	attrs := newRequestAttributes(a)
 	ctx = warning.WithWarningRecorder(ctx, warnings{a: a})
 	err = d.Dispatch(ctx, attrs, s.objects, hs)
+	if rc := attrs.GetReinvocationContext(); err == nil && rc.ShouldReinvoke() {
+		// A mutation changed the object after a policy with
+		// reinvocationPolicy IfNeeded ran: those run once more, as in
+		// upstream's reinvocation pass (here among the policies only).
+		rc.SetIsReinvoke()
+		err = d.Dispatch(ctx, attrs, s.objects, hs)
+	}
 	if annotate := auditAnnotatorFrom(ctx); annotate != nil {
 		for k, v := range attrs.annotations {
 			annotate(k, v)

@@ -285,6 +285,62 @@ spec:
 	t.Run("mutating", func(t *testing.T) { testMutating(t, c) })
 	t.Run("custom resources", func(t *testing.T) { testCustomResources(t, c) })
 	t.Run("delete", func(t *testing.T) { testDelete(t, c) })
+	t.Run("reinvocation", func(t *testing.T) { testReinvocation(t, c) })
+}
+
+// testReinvocation: a policy with reinvocationPolicy IfNeeded runs again
+// when a later policy changed the object (it counts the labels, the
+// later one adds a label).
+func testReinvocation(t *testing.T, c *testapiserver.Cluster) {
+	e := newEnv(t, c)
+	rules := &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+		RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		},
+	}}}
+	policies := []*admissionregistrationv1.MutatingAdmissionPolicy{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "a-count-" + e.ns},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+				MatchConstraints: rules, ReinvocationPolicy: admissionregistrationv1.IfNeededReinvocationPolicy,
+				Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration, ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+					Expression: `Object{metadata: Object.metadata{annotations: {"labels": string(size(object.metadata.labels))}}}`}}},
+			},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "b-label-" + e.ns},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+				MatchConstraints: rules, ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+				Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration, ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+					Expression: `Object{metadata: Object.metadata{labels: {"added": "yes"}}}`}}},
+			},
+		},
+	}
+	for _, p := range policies {
+		if _, err := e.cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name},
+			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: p.Name, MatchResources: e.matchNamespace()},
+		}
+		if _, err := e.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(e.ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+	}
+	var got *corev1.ConfigMap
+	e.eventually("both policies mutate", func() (bool, error) {
+		var err error
+		got, err = e.cs.CoreV1().ConfigMaps(e.ns).Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Labels: map[string]string{"own": "1"}}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && got.Labels["added"] == "yes" && got.Annotations["labels"] != "", err
+	})
+	if diff := cmp.Diff(map[string]string{"labels": "2"}, got.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
 }
 
 // testDelete: a policy on DELETE sees the stored object as oldObject.
