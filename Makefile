@@ -31,8 +31,10 @@ help:
 setup:
 	@bash scripts/setup.sh
 
+# The runc shim is built on its own and embedded (internal/agent/shim).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/skiff
+	GO=$(GO) sh internal/agent/shim/build.sh
+	$(GO) build -tags skiffshim -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/skiff
 
 run: setup build
 	./$(BIN) server --data-dir $(DATA_DIR) $(ARGS)

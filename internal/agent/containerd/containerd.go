@@ -34,6 +34,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent/images"
 	"github.com/skiff-sh/skiff/internal/agent/pause"
+	"github.com/skiff-sh/skiff/internal/agent/shim"
 )
 
 // Options tune the agent's containerd; the zero value means the defaults.
@@ -71,6 +72,10 @@ type Options struct {
 	// StopTimeout is how long containerd gets after SIGTERM before SIGKILL.
 	// Default 10s.
 	StopTimeout time.Duration
+	// ShimBinary is the runc v2 shim. Default: the small shim this binary
+	// carries (internal/agent/shim, installed under <data-dir>/agent/bin/shims)
+	// when it carries one, else Binary.
+	ShimBinary string
 }
 
 // maxLogSize is the size past which containerd.log is rotated at a start.
@@ -207,10 +212,21 @@ func (c *Containerd) prepare(ctx context.Context) (string, error) {
 		}
 		c.opts.Binary = self
 	}
-	link := filepath.Join(c.binDir, "containerd-shim-runc-v2")
-	if target, err := os.Readlink(link); err != nil || target != c.opts.Binary {
+	shimBinary := c.opts.ShimBinary
+	if shimBinary == "" {
+		shimBinary = c.opts.Binary
+		if shim.Embedded() {
+			path, err := shim.Install(filepath.Join(c.binDir, "shims"))
+			if err != nil {
+				return "", err
+			}
+			shimBinary = path
+		}
+	}
+	link := filepath.Join(c.binDir, shim.Name)
+	if target, err := os.Readlink(link); err != nil || target != shimBinary {
 		_ = os.Remove(link)
-		if err := os.Symlink(c.opts.Binary, link); err != nil {
+		if err := os.Symlink(shimBinary, link); err != nil {
 			return "", fmt.Errorf("link the runc shim: %w", err)
 		}
 	}
