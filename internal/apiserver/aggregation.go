@@ -78,8 +78,7 @@ func authenticationConfigMap(c *AggregationConfig) map[string]string {
 	if len(names) == 0 {
 		names = []string{"front-proxy-client"}
 	}
-	return map[string]string{
-		"client-ca-file":                     string(c.ClientCAPEM),
+	data := map[string]string{
 		"requestheader-client-ca-file":       string(c.RequestHeaderCAPEM),
 		"requestheader-allowed-names":        list(names...),
 		"requestheader-username-headers":     list("X-Remote-User"),
@@ -87,6 +86,10 @@ func authenticationConfigMap(c *AggregationConfig) map[string]string {
 		"requestheader-group-headers":        list("X-Remote-Group"),
 		"requestheader-extra-headers-prefix": list("X-Remote-Extra-"),
 	}
+	if len(c.ClientCAPEM) > 0 { // upstream leaves the key out without a client CA
+		data["client-ca-file"] = string(c.ClientCAPEM)
+	}
+	return data
 }
 
 func (a *aggregation) Start(ctx context.Context) error { return a.agg.Start(ctx) }

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	genericserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -69,11 +73,11 @@ func dummyAddress(t *testing.T) string {
 
 // extensionServer is a hand-written extension API server serving
 // custom.metrics.k8s.io/v1beta2 and external.metrics.k8s.io/v1beta1 as
-// metrics adapters do. It trusts the front-proxy headers only from a
-// client certificate signed by the requestheader CA that Skiff publishes
-// in kube-system/extension-apiserver-authentication, with an allowed name
-// (what k8s.io/apiserver's delegated authentication does), and remembers
-// the identity of the last request.
+// metrics adapters do, authenticating with k8s.io/apiserver's delegated
+// authentication (so it trusts the front-proxy headers only over a client
+// certificate from the requestheader CA Skiff publishes in
+// kube-system/extension-apiserver-authentication, with an allowed name),
+// and remembering the identity of the last request.
 type extensionServer struct {
 	addr  string // host:port
 	caPEM []byte
@@ -87,27 +91,33 @@ type extensionServer struct {
 	watchNext chan struct{}
 }
 
-func startExtensionServer(t *testing.T, cs kubernetes.Interface, ip string, cm *corev1.ConfigMap) *extensionServer {
+func startExtensionServer(t *testing.T, c *cluster, ip string) *extensionServer {
 	t.Helper()
-	var allowed []string
-	if err := json.Unmarshal([]byte(cm.Data["requestheader-allowed-names"]), &allowed); err != nil {
-		t.Fatalf("requestheader-allowed-names: %v", err)
+	cs := c.Clientset()
+	// Delegated authentication exactly as servers built on k8s.io/apiserver
+	// do it: the requestheader settings and CA from
+	// kube-system/extension-apiserver-authentication, TokenReview for
+	// tokens, the cluster CA for client certificates.
+	authOpts := genericoptions.NewDelegatingAuthenticationOptions()
+	authOpts.RemoteKubeConfigFile = c.Kubeconfig()
+	authOpts.ClientCert.ClientCA = filepath.Join(c.PKI.Dir, pki.CACertFile)
+	var authInfo genericserver.AuthenticationInfo
+	if err := authOpts.ApplyTo(&authInfo, &genericserver.SecureServingInfo{}, nil); err != nil {
+		t.Fatalf("delegated authentication: %v", err)
 	}
-	var userHeaders, groupHeaders, extraPrefixes []string
-	for key, dst := range map[string]*[]string{"requestheader-username-headers": &userHeaders,
-		"requestheader-group-headers": &groupHeaders, "requestheader-extra-headers-prefix": &extraPrefixes} {
-		if err := json.Unmarshal([]byte(cm.Data[key]), dst); err != nil || len(*dst) == 0 {
-			t.Fatalf("%s: %q (%v)", key, cm.Data[key], err)
-		}
-	}
-	clientCAs := x509.NewCertPool()
-	if !clientCAs.AppendCertsFromPEM([]byte(cm.Data["requestheader-client-ca-file"])) {
-		t.Fatalf("requestheader-client-ca-file holds no certificate")
-	}
+	// The requestheader CA follows the ConfigMap through its own informer,
+	// which a generic server runs as a post-start hook.
+	runCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go authInfo.RequestHeaderConfig.CAContentProvider.(dynamiccertificates.ControllerRunner).Run(runCtx, 1)
+	eventually(t, 30*time.Second, "requestheader CA loaded from the ConfigMap", func() (bool, error) {
+		_, ok := authInfo.RequestHeaderConfig.CAContentProvider.VerifyOptions()
+		return ok, nil
+	})
 	caPEM, serving := servingPair(t, "adapter.monitoring.svc", ip)
 	s := &extensionServer{caPEM: caPEM, podValue: "300", extValue: "10", watchNext: make(chan struct{})}
 	ln, err := tls.Listen("tcp", net.JoinHostPort(ip, "0"), &tls.Config{
-		Certificates: []tls.Certificate{serving}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clientCAs,
+		Certificates: []tls.Certificate{serving}, ClientAuth: tls.RequestClientCert, // the authenticator verifies
 		NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
 	})
 	if err != nil {
@@ -181,26 +191,14 @@ func startExtensionServer(t *testing.T, cs kubernetes.Interface, ip string, cm *
 		})
 	})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Delegated authentication: headers count only over a verified
-		// front-proxy certificate with an allowed name.
-		if len(r.TLS.VerifiedChains) == 0 || !slices.Contains(allowed, r.TLS.PeerCertificates[0].Subject.CommonName) {
+		resp, ok, err := authInfo.Authenticator.AuthenticateRequest(r)
+		if err != nil || !ok {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		user := r.Header.Get(userHeaders[0])
-		if user == "" {
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
-		if user != "system:kube-aggregator" { // not the availability probe
-			extra := map[string][]string{}
-			for k, v := range r.Header {
-				if strings.HasPrefix(k, http.CanonicalHeaderKey(extraPrefixes[0])) {
-					extra[strings.ToLower(strings.TrimPrefix(k, http.CanonicalHeaderKey(extraPrefixes[0])))] = v
-				}
-			}
+		if u := resp.User; u.GetName() != "system:kube-aggregator" { // not the availability probe
 			s.mu.Lock()
-			s.user, s.groups, s.extra = user, r.Header.Values(groupHeaders[0]), extra
+			s.user, s.groups, s.extra = u.GetName(), u.GetGroups(), u.GetExtra()
 			s.mu.Unlock()
 		}
 		mux.ServeHTTP(w, r)
@@ -397,7 +395,8 @@ func TestAPIAggregation(t *testing.T) {
 			t.Errorf("extension-apiserver-authentication has no %s", key)
 		}
 	}
-	ext := startExtensionServer(t, cs, dummyAddress(t), cm)
+	ext := startExtensionServer(t, c, dummyAddress(t))
+	_ = cm
 	registerAdapter(t, cs, c, ext)
 
 	t.Run("local APIServices", func(t *testing.T) {
@@ -437,6 +436,23 @@ func TestAPIAggregation(t *testing.T) {
 		user, groups, _ = ext.identity()
 		if user != "system:admin" || !slices.Contains(groups, "system:masters") {
 			t.Errorf("extension server saw user %q groups %v, want system:admin in system:masters", user, groups)
+		}
+	})
+
+	t.Run("forged headers without the front-proxy certificate", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ext.caPEM)
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "adapter.monitoring.svc"}}}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ext.addr+"/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_length", nil)
+		req.Header.Set("X-Remote-User", "mallory")
+		req.Header.Set("X-Remote-Group", "system:masters")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if user, groups, _ := ext.identity(); user != "system:anonymous" || slices.Contains(groups, "system:masters") {
+			t.Errorf("a direct request with forged headers was %q in %v, want system:anonymous", user, groups)
 		}
 	})
 
@@ -552,7 +568,8 @@ func TestHPACustomAndExternalMetrics(t *testing.T) {
 	c := aggregationCluster(t)
 	cs := c.Clientset()
 	ctx := testCtx(t, 4*time.Minute)
-	ext := startExtensionServer(t, cs, dummyAddress(t), waitAuthConfigMap(t, cs))
+	waitAuthConfigMap(t, cs)
+	ext := startExtensionServer(t, c, dummyAddress(t))
 	registerAdapter(t, cs, c, ext)
 	runNodes(t, c, 2)
 	runScheduler(t, c)
