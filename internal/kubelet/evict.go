@@ -92,7 +92,9 @@ func (k *Kubelet) synchronizeEviction(ctx context.Context) (types.UID, bool) {
 		k.reclaimDisk(ctx)
 		if after, err := k.stats.Observe(ctx); err == nil {
 			obs = after
-			if !t.Met(after) {
+			// Upstream's check: no threshold left with its minimum reclaim
+			// added (--eviction-minimum-reclaim), grace periods aside.
+			if len(eviction.Unresolved(k.opts.Eviction.Thresholds, after)) == 0 {
 				logger.Info("Eviction manager: able to reduce resource pressure without evicting pods", "resourceName", res)
 				return "", false
 			}

@@ -319,6 +319,62 @@ func TestDiskPressureReclaimsImagesFirst(t *testing.T) {
 	}
 }
 
+// TestDiskMinimumReclaimEvicts: with --eviction-minimum-reclaim, removing
+// the unused images is not enough when it leaves less than the threshold
+// plus the minimum reclaim available (15 of 100 Gi; 10 % + 10Gi asked), so
+// the pod is evicted too.
+func TestDiskMinimumReclaimEvicts(t *testing.T) {
+	stats := &fakeStats{}
+	metrics := newCountingMetrics()
+	h := newHarness(t, func(o *Options) {
+		o.Stats = stats
+		o.Metrics = metrics
+		o.EvictionInterval = 20 * time.Millisecond
+		o.GC = GCOptions{ImageMinimumAge: time.Nanosecond, ContainerPeriod: 20 * time.Millisecond}
+		ths, err := eviction.Parse("memory.available<100Mi,nodefs.available<10%", "", "")
+		if err == nil {
+			err = eviction.SetMinimumReclaim(ths, "nodefs.available=10Gi")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Eviction.Thresholds = ths
+	})
+	h.images.Pinned["pause"] = true
+	for _, im := range []string{"pause", "old-image"} {
+		h.images.Pullable[im] = true
+		if _, err := h.images.PullImage(context.Background(), &runtimeapi.ImageSpec{Image: im}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := bound("web", corev1.RestartPolicyAlways)
+	if _, err := h.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPod("web", "ran", running)
+	stats.set(func() eviction.Observations {
+		avail := int64(15 << 30)
+		if h.images.Present("old-image") {
+			avail = 5 << 30
+		}
+		return eviction.Observations{
+			eviction.SignalMemoryAvailable: {Available: 3000 * mib, Capacity: 4096 * mib},
+			eviction.SignalNodeFsAvailable: {Available: avail, Capacity: 100 << 30},
+		}
+	}, nil)
+	p := h.waitPod("web", "evicted", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if p.Status.Reason != "Evicted" {
+		t.Errorf("status reason %q, want Evicted", p.Status.Reason)
+	}
+	if h.images.Present("old-image") {
+		t.Error("the unused image was not removed before the eviction")
+	}
+	_, _, evictions, _ := metrics.snapshot()
+	if evictions["nodefs.available"] != 1 {
+		t.Errorf("evictions %v, want nodefs.available:1", evictions)
+	}
+}
+
 // TestImageGCAtHighThreshold: image GC removes unused images once the
 // image filesystem is 85 % full, and keeps those in use and pinned.
 func TestImageGCAtHighThreshold(t *testing.T) {

@@ -17,6 +17,7 @@ type EvictionGCFlags struct {
 	EvictionHard                     string
 	EvictionSoft                     string
 	EvictionSoftGracePeriod          string
+	EvictionMinimumReclaim           string
 	EvictionPressureTransitionPeriod time.Duration
 	EvictionMaxPodGracePeriod        int
 	ImageGCHighThreshold             int
@@ -41,6 +42,7 @@ func (f *EvictionGCFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.EvictionHard, "eviction-hard", f.EvictionHard, "hard eviction thresholds, signal<value[,...]: signals memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available; values a quantity or a percentage; an empty value turns hard eviction off")
 	fs.StringVar(&f.EvictionSoft, "eviction-soft", f.EvictionSoft, "soft eviction thresholds (as --eviction-hard), each acted on after its --eviction-soft-grace-period")
 	fs.StringVar(&f.EvictionSoftGracePeriod, "eviction-soft-grace-period", f.EvictionSoftGracePeriod, "grace periods of the soft thresholds, signal=duration[,...], e.g. memory.available=1m30s")
+	fs.StringVar(&f.EvictionMinimumReclaim, "eviction-minimum-reclaim", f.EvictionMinimumReclaim, "minimum reclaims, signal=value[,...] (e.g. imagefs.available=2Gi): a threshold acted on stays met until its value plus this much is available")
 	fs.DurationVar(&f.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", f.EvictionPressureTransitionPeriod, "how long a pressure condition stays true after its threshold was last met")
 	fs.IntVar(&f.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", f.EvictionMaxPodGracePeriod, "most seconds of grace a pod evicted for a soft threshold gets (0: its own terminationGracePeriodSeconds)")
 	fs.IntVar(&f.ImageGCHighThreshold, "image-gc-high-threshold", f.ImageGCHighThreshold, "image filesystem usage percent at which unused images are removed (100 turns image GC off)")
@@ -58,6 +60,9 @@ func (f EvictionGCFlags) Apply(o *Options) error {
 	}
 	if thresholds == nil {
 		thresholds = []eviction.Threshold{} // none, not the defaults
+	}
+	if err := eviction.SetMinimumReclaim(thresholds, f.EvictionMinimumReclaim); err != nil {
+		errs = append(errs, err)
 	}
 	if f.EvictionPressureTransitionPeriod < 0 {
 		errs = append(errs, errors.New("--eviction-pressure-transition-period must not be negative"))

@@ -43,6 +43,20 @@ func TestEvictionGCFlags(t *testing.T) {
 				t.Errorf("thresholds %v, want none (not the defaults)", o.Eviction.Thresholds)
 			}
 		}},
+		{name: "minimum reclaim", args: []string{"--eviction-minimum-reclaim=memory.available=500Mi,nodefs.available=5%"}, check: func(t *testing.T, o Options) {
+			for _, th := range o.Eviction.Thresholds {
+				if th.MinReclaim == nil {
+					t.Fatalf("%v has no minimum reclaim", th)
+				}
+			}
+			if got := o.Eviction.Thresholds[0].MinReclaim.Value(0); got != 500<<20 {
+				t.Errorf("memory minimum reclaim %d", got)
+			}
+			if got := o.Eviction.Thresholds[1].MinReclaim.Value(1000); got != 50 {
+				t.Errorf("nodefs minimum reclaim %d of 1000", got)
+			}
+		}},
+		{name: "bad minimum reclaim", args: []string{"--eviction-minimum-reclaim=memory.free=1Gi"}, wantErr: "--eviction-minimum-reclaim: unsupported eviction signal memory.free"},
 		{name: "low above high", args: []string{"--image-gc-low-threshold=90"}, wantErr: "--image-gc-low-threshold (90) must not exceed --image-gc-high-threshold (85)"},
 		{name: "bad threshold", args: []string{"--eviction-hard=memory.available<lots"}, wantErr: "--eviction-hard: memory.available: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"},
 	} {

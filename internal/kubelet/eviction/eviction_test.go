@@ -261,3 +261,130 @@ func TestAdmit(t *testing.T) {
 		})
 	}
 }
+
+func TestSetMinimumReclaim(t *testing.T) {
+	for _, tc := range []struct {
+		name, flag string
+		want       map[string]int64 // threshold → minimum reclaim at capacity 1000Mi
+		wantErr    string
+	}{
+		{name: "none", flag: "", want: map[string]int64{"memory.available<100Mi": 0, "nodefs.available<10%": 0, "memory.available<500Mi": 0}},
+		{name: "quantity on hard and soft", flag: "memory.available=200Mi",
+			want: map[string]int64{"memory.available<100Mi": 200 * mi, "nodefs.available<10%": 0, "memory.available<500Mi": 200 * mi}},
+		{name: "percentage", flag: "nodefs.available=5%, memory.available=0",
+			want: map[string]int64{"memory.available<100Mi": 0, "nodefs.available<10%": 50 * mi, "memory.available<500Mi": 0}},
+		{name: "signal without a threshold", flag: "imagefs.available=2Gi",
+			want: map[string]int64{"memory.available<100Mi": 0, "nodefs.available<10%": 0, "memory.available<500Mi": 0}},
+		{name: "unknown signal", flag: "memory.free=1Gi", wantErr: "--eviction-minimum-reclaim: unsupported eviction signal memory.free"},
+		{name: "not signal=value", flag: "memory.available<1Gi", wantErr: `--eviction-minimum-reclaim: "memory.available<1Gi" is not signal=value`},
+		{name: "zero percent", flag: "nodefs.available=0%", wantErr: "--eviction-minimum-reclaim: eviction percentage minimum reclaim nodefs.available must be positive: 0%"},
+		{name: "negative", flag: "memory.available=-1Mi", wantErr: "--eviction-minimum-reclaim: negative eviction minimum reclaim specified for memory.available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ths, err := Parse("memory.available<100Mi,nodefs.available<10%", "memory.available<500Mi", "memory.available=1m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = SetMinimumReclaim(ths, tc.flag)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, th := range ths {
+				got[th.String()] = 0
+				if th.MinReclaim != nil {
+					got[th.String()] = th.MinReclaim.Value(1000 * mi)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("minimum reclaims (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestObserveMinimumReclaim: a threshold acted on stays met, with its
+// pressure condition, until the threshold plus its minimum reclaim is
+// available; one never acted on (a soft one in its grace period) is not
+// held by its minimum reclaim.
+func TestObserveMinimumReclaim(t *testing.T) {
+	ths, err := Parse("memory.available<100Mi", "memory.available<300Mi", "memory.available=1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMinimumReclaim(ths, "memory.available=200Mi"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Thresholds: ths, PressureTransitionPeriod: time.Second}
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var s State
+	mem := func(avail int64) Observations {
+		return Observations{SignalMemoryAvailable: {Available: avail * mi, Capacity: 4096 * mi}}
+	}
+	pressure := []corev1.NodeConditionType{corev1.NodeMemoryPressure}
+	for _, st := range []struct {
+		name     string
+		avail    int64
+		wantCond []corev1.NodeConditionType
+		wantMet  []string
+	}{
+		{name: "hard met", avail: 50, wantCond: pressure, wantMet: []string{"memory.available<100Mi"}},
+		{name: "above the threshold, below threshold+reclaim: still acted on", avail: 150, wantCond: pressure,
+			wantMet: []string{"memory.available<100Mi"}},
+		{name: "just below threshold+reclaim", avail: 299, wantCond: pressure, wantMet: []string{"memory.available<100Mi"}},
+		{name: "threshold+reclaim available: resolved; the soft one starts its grace", avail: 300, wantCond: nil},
+		{name: "below the soft threshold: in its grace period", avail: 250, wantCond: pressure},
+		{name: "above the soft threshold: the soft one was never acted on", avail: 350, wantCond: nil},
+	} {
+		clock.Step(2 * time.Second) // past the transition period each step
+		d := s.Observe(cfg, mem(st.avail), clock.Now())
+		var met []string
+		for _, m := range d.Met {
+			met = append(met, m.String())
+		}
+		if diff := cmp.Diff(st.wantCond, d.Conditions); diff != "" {
+			t.Errorf("%s: conditions (-want +got):\n%s", st.name, diff)
+		}
+		if diff := cmp.Diff(st.wantMet, met); diff != "" {
+			t.Errorf("%s: met (-want +got):\n%s", st.name, diff)
+		}
+	}
+}
+
+func TestUnresolved(t *testing.T) {
+	ths, err := Parse("memory.available<100Mi,nodefs.available<10%", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMinimumReclaim(ths, "nodefs.available=5%"); err != nil {
+		t.Fatal(err)
+	}
+	obs := func(disk int64) Observations {
+		return Observations{
+			SignalMemoryAvailable: {Available: 1000 * mi, Capacity: 4096 * mi},
+			SignalNodeFsAvailable: {Available: disk, Capacity: 1000},
+		}
+	}
+	for _, tc := range []struct {
+		disk int64
+		want []string
+	}{
+		{disk: 90, want: []string{"nodefs.available<10%"}},
+		{disk: 120, want: []string{"nodefs.available<10%"}}, // above 10 %, below 10 % + 5 %
+		{disk: 150},
+	} {
+		var got []string
+		for _, th := range Unresolved(ths, obs(tc.disk)) {
+			got = append(got, th.String())
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("disk %d: unresolved (-want +got):\n%s", tc.disk, diff)
+		}
+	}
+}

@@ -26,10 +26,41 @@ func (t Threshold) Met(obs Observations) bool {
 	return o.Available < t.Value(o.Capacity)
 }
 
+// MetReclaiming reports whether t is met when its minimum reclaim is
+// added to it: a threshold acted on stays met until that much more is
+// available (upstream's thresholdsMet with enforceMinReclaim).
+func (t Threshold) MetReclaiming(obs Observations) bool {
+	o, ok := obs[t.Signal]
+	if !ok {
+		return false
+	}
+	v := t.Value(o.Capacity)
+	if t.MinReclaim != nil {
+		v += t.MinReclaim.Value(o.Capacity)
+	}
+	return o.Available < v
+}
+
+// Unresolved returns the thresholds that are met with their minimum
+// reclaim added, whatever their grace periods: after node-level
+// resources were reclaimed, none must be left for eviction to be spared.
+func Unresolved(thresholds []Threshold, obs Observations) []Threshold {
+	var out []Threshold
+	for _, t := range thresholds {
+		if t.MetReclaiming(obs) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // State is the eviction manager's memory between observations.
 type State struct {
 	firstMet     map[string]time.Time
 	conditionSaw map[corev1.NodeConditionType]time.Time
+	// acting holds the thresholds of the last decision's Met: they stay
+	// met until their minimum reclaim is available too.
+	acting map[string]bool
 }
 
 // Decision is what one observation calls for.
@@ -71,7 +102,7 @@ func (s *State) Observe(cfg Config, obs Observations, now time.Time) Decision {
 	firstMet := map[string]time.Time{}
 	var met []Threshold
 	for _, t := range cfg.Thresholds {
-		if !t.Met(obs) {
+		if !t.Met(obs) && !(s.acting[t.key()] && t.MetReclaiming(obs)) {
 			continue
 		}
 		at, ok := s.firstMet[t.key()]
@@ -98,5 +129,9 @@ func (s *State) Observe(cfg Config, obs Observations, now time.Time) Decision {
 		}
 	}
 	d.Met = met
+	s.acting = map[string]bool{}
+	for _, t := range met {
+		s.acting[t.key()] = true
+	}
 	return d
 }

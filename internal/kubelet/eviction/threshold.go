@@ -88,6 +88,24 @@ type Threshold struct {
 	GracePeriod time.Duration
 	// Soft marks a --eviction-soft threshold.
 	Soft bool
+	// MinReclaim (--eviction-minimum-reclaim) is how much more than the
+	// threshold must be available before a threshold that was acted on
+	// counts as resolved; nil is none.
+	MinReclaim *Amount
+}
+
+// Amount is a quantity or a percentage (0..1) of a signal's capacity.
+type Amount struct {
+	Quantity   *resource.Quantity
+	Percentage float64
+}
+
+// Value is the amount for a signal of the given capacity.
+func (a Amount) Value(capacity int64) int64 {
+	if a.Quantity != nil {
+		return a.Quantity.Value()
+	}
+	return int64(float64(capacity) * a.Percentage)
 }
 
 // Value is the threshold's amount for a signal of the given capacity.
@@ -222,6 +240,50 @@ func parseStatements(s string) ([]Threshold, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Signal < out[j].Signal })
 	return out, nil
+}
+
+// SetMinimumReclaim reads --eviction-minimum-reclaim (comma-separated
+// "signal=value", the value a quantity or a percentage) into the
+// thresholds of those signals, hard and soft, as upstream. A signal
+// without a threshold is accepted and has no effect.
+func SetMinimumReclaim(thresholds []Threshold, s string) error {
+	amounts := map[Signal]Amount{}
+	for _, item := range splitList(s) {
+		name, val, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("--eviction-minimum-reclaim: %q is not signal=value", item)
+		}
+		sig := Signal(strings.TrimSpace(name))
+		val = strings.TrimSpace(val)
+		if _, known := signalResource[sig]; !known {
+			return fmt.Errorf("--eviction-minimum-reclaim: unsupported eviction signal %v", sig)
+		}
+		if strings.HasSuffix(val, "%") {
+			p, err := strconv.ParseFloat(strings.TrimSuffix(val, "%"), 64)
+			if err != nil {
+				return fmt.Errorf("--eviction-minimum-reclaim: %v: %w", sig, err)
+			}
+			if p <= 0 {
+				return fmt.Errorf("--eviction-minimum-reclaim: eviction percentage minimum reclaim %v must be positive: %s", sig, val)
+			}
+			amounts[sig] = Amount{Percentage: p / 100}
+			continue
+		}
+		q, err := resource.ParseQuantity(val)
+		if err != nil {
+			return fmt.Errorf("--eviction-minimum-reclaim: %v: %w", sig, err)
+		}
+		if q.Sign() < 0 {
+			return fmt.Errorf("--eviction-minimum-reclaim: negative eviction minimum reclaim specified for %v", sig)
+		}
+		amounts[sig] = Amount{Quantity: &q}
+	}
+	for i := range thresholds {
+		if a, ok := amounts[thresholds[i].Signal]; ok {
+			thresholds[i].MinReclaim = &a
+		}
+	}
+	return nil
 }
 
 // HardValue is the amount a hard threshold of the signal keeps back from a
