@@ -26,6 +26,12 @@ import (
 // Lease) and /metrics from metrics. It returns the address it bound and a
 // func that shuts the server down.
 func Serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor) (string, func(), error) {
+	return ServeWithAuth(ctx, name, addr, metrics, watchdog, nil)
+}
+
+// ServeWithAuth is Serve with /metrics behind auth (auth.go) when auth is
+// not nil.
+func ServeWithAuth(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
@@ -44,7 +50,11 @@ func Serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, 
 	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/livez", healthz)
 	mux.HandleFunc("/readyz", healthz)
-	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	var metricsHandler http.Handler = promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})
+	if auth != nil {
+		metricsHandler = auth.Wrap(metricsHandler)
+	}
+	mux.Handle("/metrics", metricsHandler)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

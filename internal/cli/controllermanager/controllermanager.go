@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
@@ -252,6 +254,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Manager.Controller.RootCAPEM = ca
 	}
+	// /metrics as upstream's secure port: token and authorization asked of
+	// the API server (component.Auth).
+	authClient, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	cfg.Manager.MetricsAuth = &component.Auth{Client: authClient}
 	m, err := manager.New(restConfig, cfg.Manager)
 	if err != nil {
 		return err

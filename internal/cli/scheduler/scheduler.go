@@ -16,9 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/scheduler/app"
 	"github.com/skiff-sh/skiff/internal/scheduler/config"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
@@ -160,10 +162,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
+	// /metrics as upstream's secure port: token and authorization asked of
+	// the API server (component.Auth).
+	authClient, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 	a, err := app.New(restConfig, app.Options{
-		Config:   cfg.Scheduler,
-		Registry: plugins.NewInTreeRegistry(),
-		Address:  cfg.Address,
+		Config:      cfg.Scheduler,
+		Registry:    plugins.NewInTreeRegistry(),
+		Address:     cfg.Address,
+		MetricsAuth: &component.Auth{Client: authClient},
 	})
 	if err != nil {
 		return err

@@ -114,6 +114,10 @@ type Options struct {
 	// nothing (in-process in `skiff server`, whose API server serves the
 	// shared registry on /metrics).
 	Address string
+	// MetricsAuth, when set, guards /metrics with delegated authentication
+	// and authorization (TokenReview, SubjectAccessReview), as upstream's
+	// secure port does; `skiff controller-manager` sets it.
+	MetricsAuth *component.Auth
 	// Metrics receives the work queue metrics and is served on /metrics
 	// (default a new registry).
 	Metrics *prometheus.Registry
@@ -282,7 +286,7 @@ func (legacyWorkqueue) Gather() ([]*dto.MetricFamily, error) {
 }
 
 func (m *Manager) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	addr, stop, err := component.Serve(ctx, "controller manager", m.opts.Address, prometheus.Gatherers{m.opts.Metrics, legacyWorkqueue{}}, watchdog)
+	addr, stop, err := component.ServeWithAuth(ctx, "controller manager", m.opts.Address, prometheus.Gatherers{m.opts.Metrics, legacyWorkqueue{}}, watchdog, m.opts.MetricsAuth)
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// Address serves /healthz and /metrics; empty serves nothing (in
 	// `skiff server`, whose API server serves Metrics on /metrics).
 	Address string
+	// MetricsAuth, when set, guards /metrics with delegated authentication
+	// and authorization (TokenReview, SubjectAccessReview), as upstream's
+	// secure port does; `skiff scheduler` sets it.
+	MetricsAuth *component.Auth
 	// Metrics receives the scheduler's metrics (default a new registry).
 	Metrics *prometheus.Registry
 	// Clock is handed to the scheduler (default the real clock).
@@ -228,7 +232,7 @@ func StripManagedFields(obj any) (any, error) {
 }
 
 func (a *App) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	addr, stop, err := component.Serve(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog)
+	addr, stop, err := component.ServeWithAuth(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog, a.opts.MetricsAuth)
 	if err != nil {
 		return nil, err
 	}
