@@ -1,16 +1,17 @@
 package garbagecollector
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // ownerState is what an owner reference points at.
@@ -134,6 +135,16 @@ func (c *Controller) attemptToDelete(ctx context.Context, ref objectRef) error {
 			return nil
 		}
 		return fmt.Errorf("delete %s: %w", ref, err)
+	case keep:
+		// An owner whose deletion no monitor would see (its resource is
+		// new, e.g. a custom resource's, and discovery has not caught up)
+		// is looked at again until one does, as upstream requeues its
+		// virtual nodes until an informer observes them.
+		for _, r := range item.OwnerReferences {
+			if states[r.UID] == solid && !c.watching(r) {
+				return worker.RequeueAfter(UnwatchedOwnerRecheck)
+			}
+		}
 	}
 	return nil
 }

@@ -378,6 +378,24 @@ func (c *Controller) dependents(uid types.UID) []dependent {
 	return out
 }
 
+// UnwatchedOwnerRecheck is how often an object is looked at again while an
+// owner of it is of a resource no synced monitor watches yet.
+const UnwatchedOwnerRecheck = 5 * time.Second
+
+// watching reports whether a synced monitor would see owner r deleted.
+// Owners of ignored or unknown resources count as watched: nothing would
+// ever watch them.
+func (c *Controller) watching(r metav1.OwnerReference) bool {
+	gvr, _, err := c.resourceFor(r.APIVersion, r.Kind)
+	if err != nil || ignored.Has(gvr.GroupResource()) {
+		return true
+	}
+	c.mu.RLock()
+	mon := c.monitors[gvr.GroupResource()]
+	c.mu.RUnlock()
+	return mon != nil && mon.informer.HasSynced()
+}
+
 // cached returns the cached object of resource gr named ns/name.
 func (c *Controller) cached(gr schema.GroupResource, ns, name string) (metav1.Object, bool) {
 	c.mu.RLock()
