@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -29,7 +30,7 @@ func (c *checker) Check(*admissionregistrationv1.ValidatingAdmissionPolicy) []ad
 
 func TestSync(t *testing.T) {
 	warning := admissionregistrationv1.ExpressionWarning{FieldRef: "spec.validations[0].expression", Warning: "apps/v1, Kind=Deployment: ERROR: no such key: replica"}
-	for _, tc := range []struct {
+	cases := []struct {
 		name       string
 		generation int64
 		observed   int64
@@ -38,44 +39,50 @@ func TestSync(t *testing.T) {
 		wantCalls  int
 	}{
 		{
-			name: "new generation with a type error", generation: 2, observed: 1,
+			name: "type-error", generation: 2, observed: 1,
 			warnings:   []admissionregistrationv1.ExpressionWarning{warning},
 			wantStatus: admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: 2, TypeChecking: &admissionregistrationv1.TypeChecking{ExpressionWarnings: []admissionregistrationv1.ExpressionWarning{warning}}},
 			wantCalls:  1,
 		},
 		{
-			name: "new generation without errors", generation: 1,
+			name: "no-errors", generation: 1,
 			wantStatus: admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: 1, TypeChecking: &admissionregistrationv1.TypeChecking{}},
 			wantCalls:  1,
 		},
 		{
-			name: "generation already checked", generation: 3, observed: 3,
+			name: "already-checked", generation: 3, observed: 3,
 			wantStatus: admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: 3},
 		},
-	} {
+	}
+	// One fake clientset for every case (building its apply support is slow).
+	var objects []runtime.Object
+	for _, tc := range cases {
+		objects = append(objects, &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: tc.name, Generation: tc.generation},
+			Status:     admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: tc.observed},
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := fake.NewClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	chk := &checker{}
+	c, err := NewWithChecker(controllercontext.Context{Client: client, Informers: factory, Clock: clocktesting.NewFakeClock(time.Now())}, chk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		t.Fatal("informer did not sync")
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			p := &admissionregistrationv1.ValidatingAdmissionPolicy{
-				ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: tc.generation},
-				Status:     admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: tc.observed},
-			}
-			client := fake.NewClientset(p)
-			factory := informers.NewSharedInformerFactory(client, 0)
-			chk := &checker{warnings: tc.warnings}
-			c, err := NewWithChecker(controllercontext.Context{Client: client, Informers: factory, Clock: clocktesting.NewFakeClock(time.Now())}, chk)
-			if err != nil {
+			chk.warnings, chk.calls = tc.warnings, 0
+			if err := c.Sync(ctx, tc.name); err != nil {
 				t.Fatal(err)
 			}
-			factory.Start(ctx.Done())
-			defer factory.Shutdown()
-			if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
-				t.Fatal("informer did not sync")
-			}
-			if err := c.Sync(ctx, "p"); err != nil {
-				t.Fatal(err)
-			}
-			got, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "p", metav1.GetOptions{})
+			got, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, tc.name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
