@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	criclient "k8s.io/cri-client/pkg"
 )
@@ -353,5 +354,88 @@ func TestMultiNode(t *testing.T) {
 			out, _, err := kubectlResult(c.kubeconfig, "", "-n", ns, "logs", "web2")
 			return err == nil && strings.Contains(out, "web2 is up")
 		})
+	})
+
+	t.Run("a node whose agent stops goes NotReady, its pods are evicted after their toleration, and it returns", func(t *testing.T) {
+		// The shared cluster runs with --node-monitor-grace-period=20s
+		// (upstream's default is 50s).
+		five := int64(5)
+		brief := onNode(busyboxPod(ns, "brief", c.image, "sleep", "3600"), n2.name)
+		brief.Spec.Tolerations = append(brief.Spec.Tolerations,
+			corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &five},
+			corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &five})
+		steadfast := onNode(busyboxPod(ns, "steadfast", c.image, "sleep", "3600"), n2.name)
+		steadfast.Spec.Tolerations = append(steadfast.Spec.Tolerations,
+			corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+		c.create(t, brief)
+		c.create(t, steadfast)
+		c.waitPod(t, ns, "brief", 90*time.Second, "Running and Ready", podRunningReady)
+		before := c.waitPod(t, ns, "steadfast", 90*time.Second, "Running and Ready", podRunningReady)
+
+		stopped := time.Now()
+		_ = n2.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n2.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the agent did not stop within 30s")
+		}
+		unreachable := func(node *corev1.Node) (bool, bool) {
+			var noSchedule, noExecute bool
+			for _, taint := range node.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable {
+					noSchedule = noSchedule || taint.Effect == corev1.TaintEffectNoSchedule
+					noExecute = noExecute || taint.Effect == corev1.TaintEffectNoExecute
+				}
+			}
+			return noSchedule, noExecute
+		}
+		var ready *corev1.NodeCondition
+		waitFor(t, 90*time.Second, "the node's Ready condition Unknown with the unreachable taints", func() bool {
+			node, err := c.client.CoreV1().Nodes().Get(ctx, n2.name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			for i := range node.Status.Conditions {
+				if node.Status.Conditions[i].Type == corev1.NodeReady {
+					ready = &node.Status.Conditions[i]
+				}
+			}
+			noSchedule, noExecute := unreachable(node)
+			return ready != nil && ready.Status == corev1.ConditionUnknown && noSchedule && noExecute
+		})
+		t.Logf("node Unknown %v after the agent stopped", time.Since(stopped).Round(time.Second))
+		if ready.Reason != "NodeStatusUnknown" || ready.Message != "Kubelet stopped posting node status." {
+			t.Errorf("Ready condition reason %q message %q, want NodeStatusUnknown %q", ready.Reason, ready.Message, "Kubelet stopped posting node status.")
+		}
+		// The pods on it are marked not Ready; the one tolerating the
+		// unreachable taint for 5s is then evicted (deleted; it stays
+		// Terminating until its kubelet is back), the other stays.
+		c.waitPod(t, ns, "steadfast", 30*time.Second, "marked not Ready", func(p *corev1.Pod) bool { return !podRunningReady(p) })
+		c.waitPod(t, ns, "brief", 60*time.Second, "evicted (deleting)", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+		if p, err := c.client.CoreV1().Pods(ns).Get(ctx, "steadfast", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("the pod tolerating the taint for ever was deleted too (err %v)", err)
+		}
+
+		n2.start(t, "--kubeconfig", filepath.Join(n2.dataDir, "agent", "kubelet.kubeconfig"))
+		waitFor(t, 90*time.Second, "the node Ready again without the unreachable taints", func() bool {
+			node, err := c.client.CoreV1().Nodes().Get(ctx, n2.name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			noSchedule, noExecute := unreachable(node)
+			return nodeReady(node) && !noSchedule && !noExecute
+		})
+		// The returning kubelet finishes the eviction and keeps the other
+		// pod's container (same start, no restart).
+		waitFor(t, 60*time.Second, "the evicted pod gone", func() bool {
+			_, err := c.client.CoreV1().Pods(ns).Get(ctx, "brief", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		after := c.waitPod(t, ns, "steadfast", 60*time.Second, "Running and Ready again", podRunningReady)
+		if len(after.Status.ContainerStatuses) != 1 || after.Status.ContainerStatuses[0].RestartCount != 0 ||
+			after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
+			t.Errorf("steadfast's container changed: before %+v, after %+v", before.Status.ContainerStatuses, after.Status.ContainerStatuses)
+		}
 	})
 }
