@@ -18,6 +18,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -405,6 +406,40 @@ func TestAPIAggregation(t *testing.T) {
 				t.Errorf("%s: SERVICE AVAILABLE = %q, want \"Local True\"", name, diff)
 			}
 		}
+	})
+
+	t.Run("a CRD's group version gets a Local APIService", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "crd.yaml")
+		if err := os.WriteFile(f, []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := aggKubectl(t, c.Kubeconfig(), "apply", "-f", f); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		eventually(t, 30*time.Second, "APIService v1.stable.example.com Local and Available", func() (bool, error) {
+			row := apiServiceRow(t, c.Kubeconfig(), "v1.stable.example.com")
+			return len(row) >= 3 && row[1] == "Local" && row[2] == "True", nil
+		})
+		if out, err := aggKubectl(t, c.Kubeconfig(), "delete", "-f", f); err != nil {
+			t.Fatalf("kubectl delete: %v\n%s", err, out)
+		}
+		eventually(t, 30*time.Second, "APIService v1.stable.example.com gone with its CRD", func() (bool, error) {
+			return apiServiceRow(t, c.Kubeconfig(), "v1.stable.example.com") == nil, nil
+		})
 	})
 
 	t.Run("get --raw with the caller's identity", func(t *testing.T) {
