@@ -71,7 +71,7 @@ func newAPIServer(sec SecurityConfig, dataDir string, cfg apiserver.Config) (*ap
 	}
 	cfg.Encryption = enc
 	cfg.TLSMinVersion, cfg.TLSCipherSuites = sec.TLSMinVersion, sec.TLSCipherSuites
-	if sec.AuditPolicyFile != "" && sec.AuditLog.Path != "" {
+	if sec.AuditPolicyFile != "" && (sec.AuditLog.Path != "" || sec.AuditLog.Webhook.ConfigFile != "") {
 		policy, err := audit.LoadPolicy(sec.AuditPolicyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--audit-policy-file: %w", err)

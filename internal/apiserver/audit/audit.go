@@ -36,6 +36,9 @@ type LogOptions struct {
 	MaxSize, MaxBackups, MaxAge int
 	// Compress gzips rotated files.
 	Compress bool
+	// Webhook sends the events to a remote service too (webhook.go); with
+	// it, Path may be empty.
+	Webhook WebhookOptions
 }
 
 // Auditor applies a policy and writes the events.
@@ -43,7 +46,8 @@ type Auditor struct {
 	policy *Policy
 	clock  clock.PassiveClock
 	mu     sync.Mutex
-	out    io.WriteCloser
+	out    io.WriteCloser // nil: no log file
+	hook   *webhook       // nil: no webhook
 }
 
 // maxBody bounds the request and response bodies kept in an event.
@@ -56,9 +60,18 @@ func New(policy *Policy, opts LogOptions, c clock.PassiveClock) (*Auditor, error
 		c = clock.RealClock{}
 	}
 	a := &Auditor{policy: policy, clock: c}
+	if opts.Webhook.ConfigFile != "" {
+		w, err := newWebhook(opts.Webhook)
+		if err != nil {
+			return nil, err
+		}
+		a.hook = w
+	}
 	switch opts.Path {
 	case "":
-		return nil, errors.New("audit: a log path is required")
+		if a.hook == nil {
+			return nil, errors.New("audit: a log path is required")
+		}
 	case "-":
 		a.out = nopCloser{os.Stdout}
 	default:
@@ -82,8 +95,14 @@ func (a *Auditor) Close() error {
 	if a == nil {
 		return nil
 	}
+	if a.hook != nil {
+		a.hook.close()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.out == nil {
+		return nil
+	}
 	return a.out.Close()
 }
 
@@ -94,8 +113,14 @@ func (a *Auditor) write(ev *auditv1.Event) {
 		klog.ErrorS(err, "Audit event not written", "auditID", ev.AuditID)
 		return
 	}
+	if a.hook != nil {
+		a.hook.process(ev)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.out == nil {
+		return
+	}
 	if _, err := a.out.Write(append(b, '\n')); err != nil {
 		klog.ErrorS(err, "Audit event not written", "auditID", ev.AuditID)
 	}

@@ -53,6 +53,12 @@ func (f *SecurityFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.AuditLog.MaxBackups, "audit-log-maxbackup", f.AuditLog.MaxBackups, "rotated audit log files kept (0: all)")
 	fs.IntVar(&f.AuditLog.MaxAge, "audit-log-maxage", f.AuditLog.MaxAge, "days rotated audit log files are kept (0: forever)")
 	fs.BoolVar(&f.AuditLog.Compress, "audit-log-compress", f.AuditLog.Compress, "gzip rotated audit log files")
+	fs.StringVar(&f.AuditLog.Webhook.ConfigFile, "audit-webhook-config-file", f.AuditLog.Webhook.ConfigFile, "kubeconfig naming a service the audit events are POSTed to (audit.k8s.io/v1 EventList); with --audit-policy-file, beside or instead of --audit-log-path")
+	fs.StringVar(&f.AuditLog.Webhook.Mode, "audit-webhook-mode", "batch", "batch (buffered, sent from the background; a full buffer drops events) or blocking (each event sent before the request goes on)")
+	fs.IntVar(&f.AuditLog.Webhook.BatchBufferSize, "audit-webhook-batch-buffer-size", audit.DefaultWebhookBatchBufferSize, "events buffered before they are dropped, in batch mode")
+	fs.IntVar(&f.AuditLog.Webhook.BatchMaxSize, "audit-webhook-batch-max-size", audit.DefaultWebhookBatchMaxSize, "most events in one batch")
+	fs.DurationVar(&f.AuditLog.Webhook.BatchMaxWait, "audit-webhook-batch-max-wait", audit.DefaultWebhookBatchMaxWait, "longest wait before a batch that is not full is sent")
+	fs.DurationVar(&f.AuditLog.Webhook.InitialBackoff, "audit-webhook-initial-backoff", audit.DefaultWebhookInitialBackoff, "wait before a failed send is retried (then x1.5, five tries)")
 	fs.StringVar(&f.TLSMinVersion, "tls-min-version", f.TLSMinVersion, "lowest TLS version the API server accepts: VersionTLS12 or VersionTLS13 (VersionTLS10/11 are accepted but insecure); empty: VersionTLS12")
 	fs.StringSliceVar(&f.TLSCipherSuites, "tls-cipher-suites", nil, "cipher suites of the API server for TLS 1.2, upstream's names (e.g. TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256); empty: Go's defaults. TLS 1.3 suites are not configurable")
 	fs.StringSliceVar(&f.OIDCSigningAlgs, "oidc-signing-algs", []string{"RS256"}, "JOSE signing algorithms accepted in OIDC tokens")
@@ -66,6 +72,9 @@ func (f SecurityFlags) config() (server.SecurityConfig, error) {
 		if _, err := audit.LoadPolicy(c.AuditPolicyFile); err != nil {
 			return c, fmt.Errorf("--audit-policy-file: %w", err)
 		}
+	}
+	if err := f.AuditLog.Webhook.Validate(); err != nil {
+		return c, fmt.Errorf("--audit-webhook-config-file: %w", err)
 	}
 	var err error
 	if f.TLSMinVersion != "" { // empty: the API server's default, TLS 1.2
