@@ -34,7 +34,10 @@ func metricsClients(client kubernetes.Interface, mapper meta.RESTMapper) (custom
 		return nil, nil, nil
 	}
 	base := rc.Get().URL()
-	cfg := &rest.Config{Host: (&url.URL{Scheme: base.Scheme, Host: base.Host}).String(), Transport: rc.Client.Transport}
+	// The transport carries the controller's credentials; the rate limit
+	// is the controller manager's default (DefaultQPS/DefaultBurst).
+	cfg := &rest.Config{Host: (&url.URL{Scheme: base.Scheme, Host: base.Host}).String(), Transport: rc.Client.Transport,
+		QPS: 100, Burst: 200, UserAgent: "skiff-controller-manager/" + Name}
 	if rc.Client.Transport == nil {
 		return nil, nil, nil
 	}
