@@ -177,6 +177,10 @@ func (c *agentCluster) startWith(withAgent bool) error {
 			// there): another DNS server on the host address's :53, such as
 			// a developer's skiff server, would leave the cluster without DNS.
 			"--cluster-dns-port", fmt.Sprint(freePortNoT()),
+			// Cluster DNS on a free port (kube-dns keeps port 53 and points
+			// there): another DNS server on the host address's :53, such as
+			// a developer's skiff server, would leave the cluster without DNS.
+			"--cluster-dns-port", fmt.Sprint(freePortNoT()),
 			// The build VM's disk is shared and often past 90 % used: the
 			// default nodefs.available<10% would put the test node under
 			// DiskPressure (taint, admission refusals, evictions).
