@@ -182,6 +182,14 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			a.cfg.KubeletAPI.Certificate, a.cfg.KubeletAPI.ClientCA = &id.Serving, pool
 		}
 		logger.Info("Joined the cluster", "server", jo.Server, "node", jo.NodeName, "reused", id.Reused)
+		// The client certificate renews itself by CSR before it expires
+		// (bootstrap.Rotator; client-go reloads the kubeconfig's files).
+		rotator := &bootstrap.Rotator{Dir: jo.Dir, Node: jo.NodeName, Config: id.RESTConfig}
+		go func() {
+			if err := rotator.Start(ctx); err != nil {
+				logger.Error(err, "Client certificate rotation stopped")
+			}
+		}()
 	}
 
 	endpoint := a.cfg.ContainerRuntimeEndpoint

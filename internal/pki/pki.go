@@ -39,8 +39,11 @@ const (
 const (
 	CAValidity   = 10 * 365 * 24 * time.Hour
 	LeafValidity = 365 * 24 * time.Hour
-	// RenewBefore is how close to expiry a leaf certificate is re-issued.
-	RenewBefore = 30 * 24 * time.Hour
+	// RenewBefore is how close to expiry a leaf certificate is re-issued
+	// when the server starts (k3s's 90 days: a server restarted at least
+	// once a quarter never runs on an expired certificate, with no command
+	// to remember).
+	RenewBefore = 90 * 24 * time.Hour
 )
 
 // AdminUser and AdminGroup are the identity in the admin client certificate.

@@ -121,6 +121,15 @@ func TestEnsureReuse(t *testing.T) {
 		{name: "new bind address", second: Options{BindAddress: "192.0.2.44"}, changed: []string{ServingCertFile, ServingKeyFile}},
 		{name: "extra SAN", second: Options{BindAddress: "127.0.0.1", ExtraSANs: []string{"api.example"}}, changed: []string{ServingCertFile, ServingKeyFile}},
 		{
+			name:   "91 days left: kept",
+			second: Options{BindAddress: "127.0.0.1", Now: func() time.Time { return time.Now().Add(LeafValidity - 91*24*time.Hour) }},
+		},
+		{
+			name:    "89 days left: renewed at start",
+			second:  Options{BindAddress: "127.0.0.1", Now: func() time.Time { return time.Now().Add(LeafValidity - 89*24*time.Hour) }},
+			changed: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile},
+		},
+		{
 			name:    "leaves near expiry",
 			second:  Options{BindAddress: "127.0.0.1", Now: func() time.Time { return time.Now().Add(LeafValidity - RenewBefore/2) }},
 			changed: []string{ServingCertFile, ServingKeyFile, AdminCertFile, AdminKeyFile},

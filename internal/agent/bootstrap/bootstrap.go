@@ -296,6 +296,12 @@ func discoverCA(ctx context.Context, u *url.URL, token Token) ([]byte, error) {
 // requestCertificate makes a key, asks for a certificate for it with a
 // CertificateSigningRequest and waits until it is issued.
 func requestCertificate(ctx context.Context, cfg *rest.Config, signer, node string, sans []string, usages []certificatesv1.KeyUsage) (keyPEM, certPEM []byte, err error) {
+	return requestCertificateFor(ctx, cfg, signer, node, sans, usages, 0)
+}
+
+// requestCertificateFor is requestCertificate asking for a lifetime
+// (spec.expirationSeconds; 0: the signer's default).
+func requestCertificateFor(ctx context.Context, cfg *rest.Config, signer, node string, sans []string, usages []certificatesv1.KeyUsage, lifetime time.Duration) (keyPEM, certPEM []byte, err error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -322,6 +328,13 @@ func requestCertificate(ctx context.Context, cfg *rest.Config, signer, node stri
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
 			SignerName: signer,
 			Usages:     usages,
+			ExpirationSeconds: func() *int32 {
+				if lifetime <= 0 {
+					return nil
+				}
+				s := int32(lifetime / time.Second)
+				return &s
+			}(),
 		},
 	}, metav1.CreateOptions{})
 	if apierrors.IsUnauthorized(err) {
