@@ -39,6 +39,9 @@ type env struct {
 var (
 	// batches numbers the namespaces (sub-benchmarks run more than once).
 	batches int
+	// shimAnonPerPod is the anonymous memory of the shims per pod at the
+	// end of the last batch (all pods running).
+	shimAnonPerPod float64
 	once    sync.Once
 	shared  *env
 	setErr  error
@@ -248,6 +251,22 @@ func memory(pid int) (hwm, rss int64) {
 	return hwm, rss
 }
 
+// smapsRollup is one field of a process's /proc/<pid>/smaps_rollup, in
+// bytes.
+func smapsRollup(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 func (e *env) containerdPID() int {
 	b, err := os.ReadFile(filepath.Join(e.dir, "data", "agent", "containerd", "containerd.pid"))
 	if err != nil {
@@ -299,6 +318,19 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.ReportMetric(float64(rss)/(1<<20), "server_rss_MiB")
 	b.ReportMetric(float64(crss)/(1<<20), "containerd_rss_MiB")
 	b.ReportMetric(float64(rss+crss)/(1<<20), "total_rss_MiB")
+	// RSS counts the pages of the skiff executable both processes map
+	// (about 100 MiB, one copy in memory) twice; PSS divides each shared
+	// page among the processes that map it, so the sum is what the two
+	// hold together.
+	pss := smapsRollup(e.cmd.Process.Pid, "Pss:")
+	var cpss int64
+	if pid := e.containerdPID(); pid > 0 {
+		cpss = smapsRollup(pid, "Pss:")
+	}
+	b.ReportMetric(float64(pss)/(1<<20), "server_pss_MiB")
+	b.ReportMetric(float64(cpss)/(1<<20), "containerd_pss_MiB")
+	b.ReportMetric(float64(pss+cpss)/(1<<20), "total_pss_MiB")
+	b.ReportMetric(float64(smapsRollup(e.cmd.Process.Pid, "Anonymous:"))/(1<<20), "server_anon_MiB")
 }
 
 // BenchmarkPodStartup creates n pods at once (image present, no probes)
@@ -324,6 +356,7 @@ func BenchmarkPodStartup(b *testing.B) {
 			b.ReportMetric(perPod(cpu.server), "cpu_server_ms/pod")
 			b.ReportMetric(perPod(cpu.containerd), "cpu_containerd_ms/pod")
 			b.ReportMetric(perPod(cpu.shims), "cpu_shims_ms/pod")
+			b.ReportMetric(shimAnonPerPod, "shim_anon_MiB/pod")
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 			b.ReportMetric(float64(percentile(all, 0.5).Microseconds())/1000, "p50_ms")
 			b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99_ms")
@@ -403,6 +436,11 @@ func (e *env) batch(b *testing.B, n, iter int) ([]time.Duration, cpuTimes) {
 	}
 	b.StopTimer()
 	cpu1 := e.cpuTime()
+	var shimAnon int64
+	for _, pid := range e.shimPIDs() {
+		shimAnon += smapsRollup(pid, "Anonymous:")
+	}
+	shimAnonPerPod = float64(shimAnon) / (1 << 20) / float64(n)
 	cpu := cpuTimes{cpu1.server - cpu0.server, cpu1.containerd - cpu0.containerd, cpu1.shims - cpu0.shims}
 	wg.Wait()
 	// Clean up outside the timer: delete the namespace's pods and wait
@@ -443,6 +481,16 @@ func (e *env) cpuTime() cpuTimes {
 		t.containerd = time.Duration(procTicks(pid)) * tick
 	}
 	var ticks int64
+	for _, pid := range e.shimPIDs() {
+		ticks += procTicks(pid)
+	}
+	t.shims = time.Duration(ticks) * tick
+	return t
+}
+
+// shimPIDs are the running shims of the server's containerd.
+func (e *env) shimPIDs() []int {
+	var pids []int
 	sock := filepath.Join(e.dir, "data", "agent", "containerd", "containerd.sock")
 	entries, _ := os.ReadDir("/proc")
 	for _, ent := range entries {
@@ -457,13 +505,12 @@ func (e *env) cpuTime() cpuTimes {
 		args := strings.Split(string(cmdline), "\x00")
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "-address" && args[i+1] == sock {
-				ticks += procTicks(pid)
+				pids = append(pids, pid)
 				break
 			}
 		}
 	}
-	t.shims = time.Duration(ticks) * tick
-	return t
+	return pids
 }
 
 // procTicks is utime+stime+cutime+cstime of a process, in clock ticks.
