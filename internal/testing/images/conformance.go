@@ -29,6 +29,7 @@ const (
 	NautilusRef    = "registry.k8s.io/e2e-test-images/nautilus:1.8"
 	SampleAPIRef   = "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2"
 	EtcdRef        = "registry.k8s.io/etcd:3.7.0-0"
+	GlibcDNSRef    = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
 )
 
 // ConformanceSources says where the conformance images' programs come from.
@@ -86,6 +87,8 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 //   - nonewprivs: the setuid-root nnp program, printing its effective uid.
 //   - kitten, nautilus: agnhost test-webserver serving the picture and
 //     data.json, as upstream's.
+//   - glibc-dns-testing: dig and Debian's glibc getent (glibc 2.36 has
+//     its files and dns NSS modules built in) with hosts: files dns.
 //   - sample-apiserver (/sample-apiserver as entrypoint) and etcd
 //     (/usr/local/bin/etcd), when their programs are given.
 func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
@@ -189,6 +192,13 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		{File: "kitten.tar", Refs: []string{KittenRef}, Files: kitten, Config: webCfg},
 		{File: "nautilus.tar", Refs: []string{NautilusRef}, Files: nautilus, Config: webCfg},
 	}
+	getent, err := programs(src.DebRoot, []string{"/usr/bin/getent", "/usr/bin/dig", "/usr/bin/nslookup"})
+	if err != nil {
+		return nil, err
+	}
+	specs = append(specs, ImageSpec{File: "glibc-dns-testing.tar", Refs: []string{GlibcDNSRef},
+		Files:  with(append(getent, agentimages.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")})...),
+		Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
 	if src.SampleAPIServer != "" {
 		bin, err := os.ReadFile(src.SampleAPIServer)
 		if err != nil {
