@@ -27,7 +27,8 @@ type AdmissionOptions struct {
 	// ConfigFile is an AdmissionConfiguration
 	// (apiserver.config.k8s.io/v1, --admission-control-config-file) with
 	// plugins' configurations, embedded or by path (relative to the file):
-	// PodSecurity's PodSecurityConfiguration is used; others are refused.
+	// PodSecurity's PodSecurityConfiguration and EventRateLimit's
+	// Configuration are used; others are refused.
 	ConfigFile string
 }
 
@@ -95,15 +96,22 @@ func ValidateAdmission(o AdmissionOptions) error {
 		if slices.Contains(o.DisablePlugins, n) {
 			both = append(both, n)
 		}
-		if slices.Contains(AllAdmissionPlugins, n) && !slices.Contains(DefaultOnAdmissionPlugins, n) && optionalAdmissionPlugins[n] == nil {
+		if slices.Contains(AllAdmissionPlugins, n) && !slices.Contains(DefaultOnAdmissionPlugins, n) && optionalAdmissionPlugins[n] == nil && n != "EventRateLimit" {
 			errs = append(errs, fmt.Errorf("admission plugin %q is not supported by Skiff", n))
 		}
 	}
 	if len(both) > 0 {
 		errs = append(errs, fmt.Errorf("%v in enable-admission-plugins and disable-admission-plugins overlapped", both))
 	}
+	var configs map[string][]byte
 	if o.ConfigFile != "" {
-		if _, err := loadAdmissionConfig(o.ConfigFile); err != nil {
+		var err error
+		if configs, err = loadAdmissionConfig(o.ConfigFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.admissionEnabled("EventRateLimit") {
+		if _, err := admission.NewEventRateLimit(configs["EventRateLimit"], nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -150,8 +158,8 @@ func loadAdmissionConfig(path string) (map[string][]byte, error) {
 		switch {
 		case !slices.Contains(AllAdmissionPlugins, p.Name):
 			return nil, fmt.Errorf("--admission-control-config-file %s: unknown admission plugin %q", path, p.Name)
-		case p.Name != "PodSecurity":
-			return nil, fmt.Errorf("--admission-control-config-file %s: a configuration for %q is not supported by Skiff (only PodSecurity's)", path, p.Name)
+		case p.Name != "PodSecurity" && p.Name != "EventRateLimit":
+			return nil, fmt.Errorf("--admission-control-config-file %s: a configuration for %q is not supported by Skiff (only PodSecurity's and EventRateLimit's)", path, p.Name)
 		case out[p.Name] != nil:
 			return nil, fmt.Errorf("--admission-control-config-file %s: plugin %q configured twice", path, p.Name)
 		case len(p.Configuration) > 0 && string(p.Configuration) != "null":
@@ -211,6 +219,17 @@ func enabledAdmissionPlugins(r registry.Reader, plugins []admission.Plugin) ([]a
 		if o.admissionEnabled(name) {
 			out = append(out, optionalAdmissionPlugins[name]())
 		}
+	}
+	if o.admissionEnabled("EventRateLimit") {
+		config, err := admissionPluginConfig(r, "EventRateLimit")
+		if err != nil {
+			return nil, err
+		}
+		p, err := admission.NewEventRateLimit(config, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

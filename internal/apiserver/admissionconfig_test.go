@@ -22,7 +22,8 @@ func TestAdmissionOptions(t *testing.T) {
 	write("ps.yaml", ps)
 	embedded := write("embedded.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults: {enforce: baseline}\n")
 	byPath := write("bypath.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  path: ps.yaml\n")
-	other := write("other.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: EventRateLimit\n  path: erl.yaml\n")
+	other := write("other.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: ImagePolicyWebhook\n  path: ipw.yaml\n")
+	erl := write("erl.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: EventRateLimit\n  configuration:\n    apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits: [{type: Namespace, qps: 1, burst: 2}]\n")
 	kind := write("kind.yaml", "apiVersion: apiserver.config.k8s.io/v1\nkind: Nope\n")
 
 	tests := []struct {
@@ -34,11 +35,13 @@ func TestAdmissionOptions(t *testing.T) {
 		{name: "enable and disable", o: AdmissionOptions{EnablePlugins: []string{"NodeRestriction", "AlwaysPullImages"}, DisablePlugins: []string{"LimitRanger"}}},
 		{name: "unknown", o: AdmissionOptions{EnablePlugins: []string{"Magic"}}, wantErr: `unknown admission plugin "Magic"`},
 		{name: "unknown disabled", o: AdmissionOptions{DisablePlugins: []string{"Magic"}}, wantErr: `unknown admission plugin "Magic"`},
-		{name: "unsupported", o: AdmissionOptions{EnablePlugins: []string{"EventRateLimit"}}, wantErr: `admission plugin "EventRateLimit" is not supported by Skiff`},
+		{name: "unsupported", o: AdmissionOptions{EnablePlugins: []string{"ImagePolicyWebhook"}}, wantErr: `admission plugin "ImagePolicyWebhook" is not supported by Skiff`},
+		{name: "EventRateLimit without configuration", o: AdmissionOptions{EnablePlugins: []string{"EventRateLimit"}}, wantErr: "EventRateLimit: a configuration is required"},
+		{name: "EventRateLimit", o: AdmissionOptions{EnablePlugins: []string{"EventRateLimit"}, ConfigFile: erl}},
 		{name: "overlap", o: AdmissionOptions{EnablePlugins: []string{"PodSecurity"}, DisablePlugins: []string{"PodSecurity"}}, wantErr: "[PodSecurity] in enable-admission-plugins and disable-admission-plugins overlapped"},
 		{name: "embedded config", o: AdmissionOptions{ConfigFile: embedded}},
 		{name: "config by path", o: AdmissionOptions{ConfigFile: byPath}},
-		{name: "config of another plugin", o: AdmissionOptions{ConfigFile: other}, wantErr: `a configuration for "EventRateLimit" is not supported`},
+		{name: "config of another plugin", o: AdmissionOptions{ConfigFile: other}, wantErr: `a configuration for "ImagePolicyWebhook" is not supported`},
 		{name: "config kind", o: AdmissionOptions{ConfigFile: kind}, wantErr: `kind "Nope"`},
 	}
 	for _, tt := range tests {

@@ -93,3 +93,45 @@ func TestAdmissionAlwaysDeny(t *testing.T) {
 		t.Errorf("list under AlwaysDeny: %v", err)
 	}
 }
+
+// TestAdmissionEventRateLimit: EventRateLimit with a Namespace limit from
+// the admission configuration answers 429 once the bucket is empty.
+func TestAdmissionEventRateLimit(t *testing.T) {
+	config := writeFile(t, "admission.yaml", `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: EventRateLimit
+  configuration:
+    apiVersion: eventratelimit.admission.k8s.io/v1alpha1
+    kind: Configuration
+    limits:
+    - type: Namespace
+      qps: 1
+      burst: 2
+`)
+	c := testapiserver.StartWithOptions(t, testapiserver.Options{Configure: func(cfg *kubeapiserver.Config) {
+		cfg.Admission = kubeapiserver.AdmissionOptions{EnablePlugins: []string{"EventRateLimit"}, ConfigFile: config}
+	}})
+	ctx := testCtx(t, 30*time.Second)
+	admin := c.Clientset()
+	ns := newNamespace(t, admin)
+	// Burst 2 at 1/s: of ten quick creates, one is refused (the first two
+	// never are).
+	var err error
+	for i := range 10 {
+		_, err = admin.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: "e-"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p"},
+			Reason:         "Test", Message: "m", Type: corev1.EventTypeNormal,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			if i < 2 {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			break
+		}
+	}
+	if !apierrors.IsTooManyRequests(err) || !strings.Contains(err.Error(), "limit reached on type Namespace for key "+ns) {
+		t.Errorf("ten quick events: %v, want a 429", err)
+	}
+}

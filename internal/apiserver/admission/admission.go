@@ -118,6 +118,7 @@ func Order() []string {
 		"PodSecurity",
 		"Priority",
 		"DefaultTolerationSeconds",
+		"EventRateLimit",
 		"DefaultStorageClass",
 		"StorageObjectInUseProtection",
 		"PersistentVolumeClaimResize",
