@@ -80,7 +80,8 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 //   - agnhost (both tags): /agnhost as entrypoint (command pause), and the
 //     tools upstream's Alpine-based image installs: dig/nslookup (Debian's
 //     bind9-dnsutils), curl, nc (netcat-openbsd), ip, socat and bash from
-//     Debian; porter's certificate; the user and group the image defines.
+//     Debian; porter's certificate; the user and group the image defines;
+//     /bin/sh is bash (busybox's sh would run its nc applet first).
 //   - nginx (both tags): Debian's nginx 1.22 on port 80 serving a welcome
 //     page, in the foreground (upstream's is nginx 1.27/1.28 on Alpine).
 //   - nonroot: busybox with USER 1234.
@@ -129,6 +130,9 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		agentimages.File{Path: "/agnhost", Mode: 0o755, Data: agnhost},
 		agentimages.File{Path: "/agnhost-2", Link: "agnhost"},
 		agentimages.File{Path: "/usr/bin/nc", Link: "/bin/nc.openbsd"},
+		// Debian's busybox shell runs its own applets before PATH (nc
+		// without -u, -z); upstream's Alpine sh finds netcat-openbsd.
+		agentimages.File{Path: "/bin/sh", Link: "bash"},
 		agentimages.File{Path: "/localhost.crt", Mode: 0o644, Data: crt},
 		agentimages.File{Path: "/localhost.key", Mode: 0o644, Data: key},
 		agentimages.File{Path: "/uploads", Dir: true, Mode: 0o755},
