@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	agentimages "github.com/skiff-sh/skiff/internal/agent/images"
 )
 
 func TestLddPaths(t *testing.T) {
@@ -85,5 +88,94 @@ func TestProgramsBringTheirLibraries(t *testing.T) {
 	}
 	if !libc || len(got) < 4 {
 		t.Errorf("want ls's libraries (libc.so.6 and the loader) besides the two programs, got %v", got)
+	}
+}
+
+// The conformance images carry what the suite's commands rely on: agnhost
+// as entrypoint with netcat-openbsd reached by `sh -c "nc ..."`, the setuid
+// nnp, nginx's workers as a user the image has, nonroot's user.
+func TestConformanceImages(t *testing.T) {
+	ls, err := exec.LookPath("ls")
+	if err != nil {
+		t.Skip("no ls")
+	}
+	if _, err := exec.LookPath("ldd"); err != nil {
+		t.Skip("no ldd")
+	}
+	if _, err := LoadBusyboxFiles(); err != nil {
+		t.Skipf("no busybox-static: %v", err)
+	}
+	data, err := os.ReadFile(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stand-ins: every program the images take from Debian is ls.
+	deb := t.TempDir()
+	for _, p := range []string{"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/bin/nc.openbsd", "/usr/bin/curl",
+		"/usr/sbin/ip", "/usr/bin/socat", "/bin/bash", "/usr/sbin/nginx", "/usr/bin/getent"} {
+		if err := os.MkdirAll(filepath.Join(deb, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(deb, p), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kube := t.TempDir()
+	for _, f := range []string{"agnhost/porter/localhost.crt", "agnhost/porter/localhost.key", "kitten/html/data.json", "nautilus/html/data.json"} {
+		if err := os.MkdirAll(filepath.Join(kube, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(kube, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specs, err := ConformanceImages(ConformanceSources{Agnhost: ls, Nnp: ls, KubeImages: kube, DebRoot: deb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byRef := map[string]ImageSpec{}
+	for _, s := range specs {
+		for _, r := range s.Refs {
+			byRef[r] = s
+		}
+	}
+	file := func(ref, path string) agentimages.File {
+		t.Helper()
+		for _, f := range byRef[ref].Files {
+			if f.Path == path {
+				return f
+			}
+		}
+		t.Fatalf("%s has no %s", ref, path)
+		return agentimages.File{}
+	}
+	for _, ref := range []string{AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, KittenRef, NautilusRef, GlibcDNSRef} {
+		if _, ok := byRef[ref]; !ok {
+			t.Errorf("no image %s", ref)
+		}
+	}
+	if got := file(AgnhostRef, "/bin/sh").Link; got != "bash" {
+		t.Errorf("agnhost /bin/sh -> %q, want bash (busybox's sh prefers its own nc)", got)
+	}
+	if got := file(AgnhostRef, "/usr/bin/nc").Link; got != "/bin/nc.openbsd" {
+		t.Errorf("agnhost /usr/bin/nc -> %q, want netcat-openbsd", got)
+	}
+	if diff := cmp.Diff([]string{"/agnhost"}, byRef[AgnhostRef].Config.Entrypoint); diff != "" {
+		t.Errorf("agnhost entrypoint (-want +got):\n%s", diff)
+	}
+	if m := file(NonewprivsRef, "/usr/local/bin/nnp").Mode; m&os.ModeSetuid == 0 {
+		t.Errorf("nnp mode %v, want setuid", m)
+	}
+	if !strings.Contains(string(file(NginxRef, "/etc/nginx/nginx.conf").Data), "user nobody nobody;") {
+		t.Error("nginx.conf does not run workers as nobody:nobody")
+	}
+	if got := byRef[NonRootRef].Config.User; got != "1234" {
+		t.Errorf("nonroot user %q, want 1234", got)
+	}
+	if got := string(file(GlibcDNSRef, "/etc/nsswitch.conf").Data); got != "hosts: files dns\n" {
+		t.Errorf("glibc-dns-testing nsswitch.conf %q", got)
+	}
+	if got := string(file(KittenRef, "/data.json").Data); got != "kitten/html/data.json" {
+		t.Errorf("kitten /data.json = %q", got)
 	}
 }
