@@ -27,6 +27,7 @@ help:
 	@echo "make test    install what is missing, build, run every test (go test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(TEST_PKGS))"
 	@echo "make clean   remove bin/"
 	@echo "make conformance  upstream's conformance suite against a fresh two-node cluster (docs/conformance.md)"
+	@echo "make upstream-components-test  upstream kube-scheduler and kube-controller-manager against skiff server (test/upstream)"
 
 setup:
 	@bash scripts/setup.sh
@@ -53,3 +54,10 @@ clean:
 .PHONY: conformance
 conformance:
 	bash hack/conformance.sh all
+
+# Upstream kube-scheduler and kube-controller-manager v1.37.2 (built and
+# cached by hack/upstream/build.sh) against skiff server with its own
+# scheduler and controllers off, on simulated nodes; never part of test.
+.PHONY: upstream-components-test
+upstream-components-test:
+	BIN=$(BIN) bash hack/upstream/components-test.sh

@@ -414,5 +414,8 @@ func requestAttributes(r *http.Request, info RequestInfo, user *authn.User) auth
 	if !info.IsResourceRequest {
 		attrs.Verb = strings.ToLower(r.Method)
 	}
+	if name := listedName(r, info); name != "" {
+		attrs.Name = name
+	}
 	return attrs
 }

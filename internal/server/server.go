@@ -66,6 +66,12 @@ type Config struct {
 	// RESTConfig are the server's).
 	DisableAgent bool
 	Agent        agent.Config
+	// DisableControllerManager and DisableScheduler leave the in-process
+	// controllers and scheduler out (k3s's --disable-controller-manager and
+	// --disable-scheduler), for running upstream's or one's own against
+	// this server.
+	DisableControllerManager bool
+	DisableScheduler         bool
 	// ReadyTimeout bounds each start step and the bootstrap (default 60 s).
 	ReadyTimeout time.Duration
 	// Out receives the human-readable start-up summary (default stderr).
@@ -258,35 +264,47 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	cmHandle, err := launchControllerManager(ctx, cfg, cmConfig, registry)
-	if err != nil {
-		return err
-	}
-	api.SetComponentHealth("controller-manager", runningCheck(cmHandle)) // componentstatuses
-	// Deferred: the controllers stop before the API server.
-	defer func() {
-		logger.V(1).Info("Stopping controller manager")
-		if stopErr := cmHandle.Stop(); stopErr != nil {
-			err = errors.Join(err, stopErr)
+	var cmDone <-chan struct{} // nil, never ready, when disabled
+	var cmHandle *lifecycle.Handle
+	if cfg.DisableControllerManager {
+		logger.V(1).Info("Controller manager disabled")
+	} else {
+		if cmHandle, err = launchControllerManager(ctx, cfg, cmConfig, registry); err != nil {
+			return err
 		}
-	}()
+		cmDone = cmHandle.Done()
+		api.SetComponentHealth("controller-manager", runningCheck(cmHandle)) // componentstatuses
+		// Deferred: the controllers stop before the API server.
+		defer func() {
+			logger.V(1).Info("Stopping controller manager")
+			if stopErr := cmHandle.Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
+		}()
+	}
 
 	schedConfig, err := identityConfig(bundle, serverURL, "kube-scheduler", pki.SchedulerUser, nil)
 	if err != nil {
 		return err
 	}
-	schedHandle, err := launchScheduler(ctx, cfg, schedConfig, registry)
-	if err != nil {
-		return err
-	}
-	api.SetComponentHealth("scheduler", runningCheck(schedHandle)) // componentstatuses
-	// Deferred: the scheduler stops before the API server.
-	defer func() {
-		logger.V(1).Info("Stopping scheduler")
-		if stopErr := schedHandle.Stop(); stopErr != nil {
-			err = errors.Join(err, stopErr)
+	var schedDone <-chan struct{} // nil, never ready, when disabled
+	var schedHandle *lifecycle.Handle
+	if cfg.DisableScheduler {
+		logger.V(1).Info("Scheduler disabled")
+	} else {
+		if schedHandle, err = launchScheduler(ctx, cfg, schedConfig, registry); err != nil {
+			return err
 		}
-	}()
+		schedDone = schedHandle.Done()
+		api.SetComponentHealth("scheduler", runningCheck(schedHandle)) // componentstatuses
+		// Deferred: the scheduler stops before the API server.
+		defer func() {
+			logger.V(1).Info("Stopping scheduler")
+			if stopErr := schedHandle.Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+			}
+		}()
+	}
 
 	svcHandles, err := launchServices(ctx, cfg.Services, serviceIdentities(bundle, serverURL), api, bootstrap.AdvertiseAddress(cfg.BindAddress), cfg.ReadyTimeout)
 	if err != nil {
@@ -338,9 +356,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(apiHandle.Err(), "apiserver"))
 	case <-etcdHandle.Done():
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(etcdHandle.Err(), "etcd"))
-	case <-cmHandle.Done():
+	case <-cmDone:
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(cmHandle.Err(), "controller-manager"))
-	case <-schedHandle.Done():
+	case <-schedDone:
 		return fmt.Errorf("stopped unexpectedly: %w", orStopped(schedHandle.Err(), "scheduler"))
 	case <-agentDone:
 		return fmt.Errorf("stopped unexpectedly: node agent exited")

@@ -44,6 +44,10 @@ type Flags struct {
 	EtcdClientPort int
 	EtcdPeerPort   int
 	DisableAgent   bool
+	// DisableControllerManager and DisableScheduler are k3s's flags of
+	// those names: the in-process controllers or scheduler do not run.
+	DisableControllerManager bool
+	DisableScheduler         bool
 	// The in-process agent's kubelet API and container log rotation.
 	KubeletPort          int
 	ContainerLogMaxSize  string
@@ -179,6 +183,8 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.IntVar(&f.ContainerLogMaxFiles, "container-log-max-files", f.ContainerLogMaxFiles, "most log files kept per container, the live one included")
 	f.EvictionGC.AddFlags(fs)
 	fs.BoolVar(&f.DisableAgent, "disable-agent", false, "do not run a node agent (kubelet and containerd) in this process; by default the server also runs this host as a node named after its hostname")
+	fs.BoolVar(&f.DisableControllerManager, "disable-controller-manager", false, "do not run the controllers in this process (--controllers is then ignored): for running kube-controller-manager, or skiff controller-manager, against this server")
+	fs.BoolVar(&f.DisableScheduler, "disable-scheduler", false, "do not run the scheduler in this process: for running kube-scheduler, or skiff scheduler, against this server")
 	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("in-process controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
 	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy and tainted")
 	fs.DurationVar(&f.NodeMonitorPeriod, "node-monitor-period", f.NodeMonitorPeriod, "how often the node lifecycle controller checks node health")
@@ -345,17 +351,19 @@ func (f Flags) Config() (server.Config, error) {
 	controllers.NodeEvictionRate = f.NodeEvictionRate
 	controllers.ClusterCIDR, controllers.NodeCIDRMaskSize = clusterCIDR.String(), ipamMask
 	return server.Config{
-		DataDir:        dataDir,
-		BindAddress:    f.BindAddress,
-		Port:           f.HTTPSPort,
-		EtcdServers:    servers,
-		EtcdCAFile:     f.EtcdCAFile,
-		EtcdCertFile:   f.EtcdCertFile,
-		EtcdKeyFile:    f.EtcdKeyFile,
-		EtcdClientPort: f.EtcdClientPort,
-		EtcdPeerPort:   f.EtcdPeerPort,
-		DisableAgent:   f.DisableAgent,
-		Services:       server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
+		DataDir:                  dataDir,
+		BindAddress:              f.BindAddress,
+		Port:                     f.HTTPSPort,
+		EtcdServers:              servers,
+		EtcdCAFile:               f.EtcdCAFile,
+		EtcdCertFile:             f.EtcdCertFile,
+		EtcdKeyFile:              f.EtcdKeyFile,
+		EtcdClientPort:           f.EtcdClientPort,
+		EtcdPeerPort:             f.EtcdPeerPort,
+		DisableAgent:             f.DisableAgent,
+		DisableControllerManager: f.DisableControllerManager,
+		DisableScheduler:         f.DisableScheduler,
+		Services:                 server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
 		Agent: agent.Config{
 			ClusterCIDR: clusterCIDR.String(), // the pod routes masquerade what leaves it
 			Kubelet:     kubeletOpts,
