@@ -171,7 +171,7 @@ func TestUpstreamSchedulerAndControllerManager(t *testing.T) {
 		if err := allSynced(out); err != nil {
 			t.Errorf("%s: %v", p.name, err)
 		}
-		for _, s := range append(notFound, "Unable to sync caches", "handlers are not fully synchronized", "Failed to watch",
+		for _, s := range append(notFound, "Unable to sync caches", "Failed to watch",
 			"not all resource monitors could be synced", "failed to discover", "is forbidden") {
 			if lines := grep(out, s); len(lines) > 0 {
 				t.Errorf("%s logged %q %d times, first: %s", p.name, s, len(lines), lines[0])
