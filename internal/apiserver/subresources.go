@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
@@ -47,6 +48,14 @@ func (h *resourceHandler) scaleOf(obj runtime.Object) (*autoscalingv1.Scale, err
 	s.ResourceVersion = m.GetResourceVersion()
 	s.CreationTimestamp = m.GetCreationTimestamp()
 	return s, nil
+}
+
+// scaleAdmission describes a write of the scale subresource to the
+// admission chain: the object is the Scale (autoscaling/v1), as upstream's.
+func (h *resourceHandler) scaleAdmission(ctx context.Context, info RequestInfo, want, cur *autoscalingv1.Scale, dry bool) *admission.Attributes {
+	a := h.admissionAttributes(ctx, admission.Update, want, cur, info, dry)
+	a.Subresource, a.Kind = "scale", scaleGVK
+	return a
 }
 
 // serveScale serves the scale subresource through the strategy's Scaler.
@@ -93,6 +102,10 @@ func serveScale(ctx context.Context, h *resourceHandler, w http.ResponseWriter, 
 				break
 			}
 		}
+		var dry bool
+		if dry, err = dryRun(r); err != nil {
+			break
+		}
 		var updated runtime.Object
 		updated, err = h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 			curScale, err := h.scaleOf(cur)
@@ -110,8 +123,18 @@ func serveScale(ctx context.Context, h *resourceHandler, w http.ResponseWriter, 
 			if want.ResourceVersion != "" && want.ResourceVersion != curScale.ResourceVersion {
 				return nil, apierrors.NewConflict(schema.GroupResource{Group: h.gr.Group, Resource: h.gr.Resource + "/scale"}, info.Name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 			}
+			// Admission sees the Scale, as upstream's: a webhook or policy
+			// on <resource>/scale decides `kubectl scale`.
+			want = want.DeepCopy()
+			a := h.scaleAdmission(ctx, info, want, curScale, dry)
+			if err := h.runAdmission(ctx, a, h.srv.admission.Admit); err != nil {
+				return nil, err
+			}
 			if want.Spec.Replicas < 0 {
 				return nil, apierrors.NewInvalid(schema.GroupKind{Group: "autoscaling", Kind: "Scale"}, info.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
+			}
+			if err := h.runAdmission(ctx, a, h.srv.admission.Validate); err != nil {
+				return nil, err
 			}
 			next := cur.DeepCopyObject()
 			if err := h.scaler.ApplyScale(next, want); err != nil {
