@@ -177,14 +177,14 @@ func (c *agentCluster) startWith(withAgent bool) error {
 			// there): another DNS server on the host address's :53, such as
 			// a developer's skiff server, would leave the cluster without DNS.
 			"--cluster-dns-port", fmt.Sprint(freePortNoT()),
-			// Cluster DNS on a free port (kube-dns keeps port 53 and points
-			// there): another DNS server on the host address's :53, such as
-			// a developer's skiff server, would leave the cluster without DNS.
-			"--cluster-dns-port", fmt.Sprint(freePortNoT()),
 			// The build VM's disk is shared and often past 90 % used: the
 			// default nodefs.available<10% would put the test node under
 			// DiskPressure (taint, admission refusals, evictions).
-			"--eviction-hard", "memory.available<100Mi,nodefs.available<1%")...)
+			"--eviction-hard", "memory.available<100Mi,nodefs.available<1%",
+			// TestMultiNode waits for its second node to go NotReady: 20s
+			// instead of upstream's 50s (the kubelet renews its Lease
+			// every 10s).
+			"--node-monitor-grace-period", "20s")...)
 		p := &serverProc{cmd: cmd, output: &syncBuffer{}, done: make(chan struct{})}
 		cmd.Stdout, cmd.Stderr = p.output, p.output
 		if err := cmd.Start(); err != nil {

@@ -200,21 +200,42 @@ func (a *Aggregator) Sync(ctx context.Context) error {
 	}
 	errs = append(errs, a.syncLocal(ctx, list)...)
 
-	routes := map[schema.GroupVersion]*route{}
-	var docs []*metav1.APIResourceList
+	// Remote APIServices are checked side by side: one that does not
+	// answer (5 s) holds up no other.
+	type result struct {
+		gv  schema.GroupVersion
+		r   *route
+		doc *metav1.APIResourceList
+		err error
+	}
+	var remote []*apiregv1.APIService
 	seen := map[string]bool{}
 	for _, svc := range list {
-		if svc.Spec.Service == nil || svc.DeletionTimestamp != nil {
-			continue
+		if svc.Spec.Service != nil && svc.DeletionTimestamp == nil {
+			remote = append(remote, svc)
+			seen[svc.Name] = true
 		}
-		seen[svc.Name] = true
-		r, doc, err := a.syncRemote(ctx, svc)
-		if err != nil {
-			errs = append(errs, err)
+	}
+	results := make([]result, len(remote))
+	var wg sync.WaitGroup
+	for i, svc := range remote {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, doc, err := a.syncRemote(ctx, svc)
+			results[i] = result{schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}, r, doc, err}
+		}()
+	}
+	wg.Wait()
+	routes := map[schema.GroupVersion]*route{}
+	var docs []*metav1.APIResourceList
+	for _, res := range results {
+		if res.err != nil {
+			errs = append(errs, res.err)
 		}
-		routes[schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}] = r
-		if r.available && doc != nil {
-			docs = append(docs, doc)
+		routes[res.gv] = res.r
+		if res.r.available && res.doc != nil {
+			docs = append(docs, res.doc)
 		}
 	}
 	a.mu.Lock()
