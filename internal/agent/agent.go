@@ -68,6 +68,11 @@ type Config struct {
 	// 10.42.0.0/16): the pod routes masquerade what leaves it, the proxy
 	// what enters it.
 	ClusterCIDR string
+	// NodePortCIDRs, when not nil, are the only local addresses NodePorts
+	// and health-check node ports answer on; NodePortPrimary answers on
+	// the node's own address only (--nodeport-addresses, as kube-proxy's).
+	NodePortCIDRs   []netip.Prefix
+	NodePortPrimary bool
 	// KubeletAPI serves the kubelet API (logs, exec, port-forward, metrics)
 	// on Kubelet.Port and rotates container logs; nil Certificate leaves
 	// both out. See internal/kubelet/server.
@@ -345,7 +350,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	if !a.cfg.DisableServiceProxy {
 		// The service proxy and NetworkPolicy for this node (internal/proxy/node).
-		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName, Proxy: proxy.Options{ClusterCIDR: clusterCIDR}})
+		services, err := proxynode.New(a.cfg.RESTConfig, proxynode.Options{NodeName: kopts.NodeName, Proxy: proxy.Options{
+			ClusterCIDR: clusterCIDR, NodePortCIDRs: a.cfg.NodePortCIDRs, NodePortPrimary: a.cfg.NodePortPrimary,
+		}})
 		if err != nil {
 			return fmt.Errorf("agent: proxy: %w", err)
 		}

@@ -25,8 +25,10 @@ import (
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/agent/routes"
+	proxycli "github.com/skiff-sh/skiff/internal/cli/proxy"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/proxy"
 )
 
 // Flags are the command-line flags of `skiff agent`.
@@ -53,6 +55,7 @@ type Flags struct {
 	EvictionGC               kubelet.EvictionGCFlags
 	CgroupRoot               string
 	ClusterCIDR              string
+	NodePortAddresses        []string
 }
 
 // DefaultFlags work on a fresh machine given a kubeconfig.
@@ -122,6 +125,7 @@ containers keep running and are adopted at the next start.`,
 	f.EvictionGC.AddFlags(fs)
 	fs.StringVar(&f.CgroupRoot, "cgroup-root", f.CgroupRoot, "cgroup under which the pods' kubepods hierarchy is made; give each agent sharing a host its own, e.g. /skiff-node2")
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", f.ClusterCIDR, "the cluster's whole pod network: traffic from pods leaving it is masqueraded, traffic between pods on different nodes is routed as it is")
+	proxycli.AddNodePortAddressesFlag(fs, &f.NodePortAddresses)
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
 	for _, name := range []string{"v", "vmodule"} {
@@ -201,6 +205,10 @@ func (f Flags) Config() (agent.Config, error) {
 	if err != nil || !clusterCIDR.Addr().Is4() {
 		errs = append(errs, fmt.Errorf("--cluster-cidr %q is not an IPv4 CIDR", f.ClusterCIDR))
 	}
+	nodePortCIDRs, nodePortPrimary, err := proxy.ParseNodePortAddresses(f.NodePortAddresses)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if !strings.HasPrefix(f.CgroupRoot, "/") {
 		errs = append(errs, fmt.Errorf("--cgroup-root %q must be an absolute cgroup path", f.CgroupRoot))
 	}
@@ -226,6 +234,8 @@ func (f Flags) Config() (agent.Config, error) {
 		ContainerRuntimeEndpoint: f.ContainerRuntimeEndpoint,
 		CNIConfDir:               f.CNIConfDir,
 		ClusterCIDR:              clusterCIDR.Masked().String(),
+		NodePortCIDRs:            nodePortCIDRs,
+		NodePortPrimary:          nodePortPrimary,
 		Kubelet: kubelet.Options{
 			Eviction:           evictionGC.Eviction,
 			GC:                 evictionGC.GC,

@@ -32,8 +32,9 @@ func TestConfigErrors(t *testing.T) {
 	f.MaxPods = 0
 	f.CgroupRoot = "skiff-node2"
 	f.ClusterCIDR = "fd42::/48"
+	f.NodePortAddresses = []string{"10.0.0.0/33"}
 	_, err := f.Config()
-	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods", "--cgroup-root", "--cluster-cidr"} {
+	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods", "--cgroup-root", "--cluster-cidr", `--nodeport-addresses: "10.0.0.0/33"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -160,7 +161,7 @@ ip skiff-netpol), as the node agent does. SIGINT or SIGTERM stops it.`,
 	fs.DurationVar(&f.MinSyncPeriod, "min-sync-period", f.MinSyncPeriod, "the shortest time between two syncs (changes in between are batched)")
 	fs.StringVar(&f.MetricsAddress, "metrics-bind-address", f.MetricsAddress, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
 	fs.StringVar(&f.HealthzAddress, "healthz-bind-address", f.HealthzAddress, "host:port for kube-proxy's /healthz and /livez (JSON, 503 when a change waits too long to be programmed; empty disables)")
-	fs.StringSliceVar(&f.NodePortAddrs, "nodeport-addresses", nil, "CIDRs of the local addresses NodePorts (and health-check ports) answer on, or \"primary\" for the node's address (default: every local address but loopback)")
+	AddNodePortAddressesFlag(fs, &f.NodePortAddrs)
 	fs.BoolVar(&f.Cleanup, "cleanup", false, "remove Skiff's proxy and NetworkPolicy tables and exit")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", false, "also enforce NetworkPolicy for this node's pods")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -222,4 +223,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	return first
+}
+
+// AddNodePortAddressesFlag adds --nodeport-addresses, as kube-proxy's: to
+// `skiff proxy`, and to `skiff agent` and `skiff server` for the proxy of
+// their node. proxy.ParseNodePortAddresses reads the values.
+func AddNodePortAddressesFlag(fs *pflag.FlagSet, to *[]string) {
+	fs.StringSliceVar(to, "nodeport-addresses", nil, "CIDRs of the local addresses NodePorts (and health-check node ports) answer on, or \"primary\" for the node's address (default: every local address but loopback)")
 }

@@ -21,11 +21,13 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	proxycli "github.com/skiff-sh/skiff/internal/cli/proxy"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
+	"github.com/skiff-sh/skiff/internal/proxy"
 	"github.com/skiff-sh/skiff/internal/satoken"
 	schedconfig "github.com/skiff-sh/skiff/internal/scheduler/config"
 	schedplugins "github.com/skiff-sh/skiff/internal/scheduler/plugins"
@@ -68,6 +70,8 @@ type Flags struct {
 	// zero: 10.42.0.0/16 and 24).
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
+	// NodePortAddresses is the in-process agent's --nodeport-addresses.
+	NodePortAddresses []string
 
 	// SchedulerConfig is a KubeSchedulerConfiguration file for the
 	// in-process scheduler (empty: the default profile).
@@ -192,6 +196,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.BoolVar(&f.UseSACredentials, "use-service-account-credentials", f.UseSACredentials, "run each in-process controller with the token of its own kube-system service account, bound to its system:controller:<name> role (upstream's least privilege); false runs them all as system:kube-controller-manager, which is then bound to every controller role")
 	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
+	proxycli.AddNodePortAddressesFlag(fs, &f.NodePortAddresses)
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), ABAC (--authorization-policy-file), Webhook (--authorization-webhook-config-file), AlwaysAllow (every authenticated user may do everything), AlwaysDeny")
@@ -288,6 +293,10 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	nodePortCIDRs, nodePortPrimary, err := proxy.ParseNodePortAddresses(f.NodePortAddresses)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	kubeletOpts := kubelet.Options{Port: f.KubeletPort}
 	if err := f.EvictionGC.Apply(&kubeletOpts); err != nil {
 		errs = append(errs, err)
@@ -365,9 +374,11 @@ func (f Flags) Config() (server.Config, error) {
 		DisableScheduler:         f.DisableScheduler,
 		Services:                 server.ServicesConfig{DisableDNS: f.DisableClusterDNS, DNSPort: f.ClusterDNSPort, LBRange: f.ServiceLBRange},
 		Agent: agent.Config{
-			ClusterCIDR: clusterCIDR.String(), // the pod routes masquerade what leaves it
-			Kubelet:     kubeletOpts,
-			KubeletAPI:  agent.KubeletAPIConfig{Rotation: rotation},
+			ClusterCIDR:     clusterCIDR.String(), // the pod routes masquerade what leaves it
+			NodePortCIDRs:   nodePortCIDRs,
+			NodePortPrimary: nodePortPrimary,
+			Kubelet:         kubeletOpts,
+			KubeletAPI:      agent.KubeletAPIConfig{Rotation: rotation},
 		},
 		Controllers: selection,
 		ControllerOptions: &manager.Options{

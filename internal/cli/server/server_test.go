@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,19 @@ func TestConfigValidation(t *testing.T) {
 				t.Errorf("node IPAM range = %s /%d, want 10.100.0.0/16 /25", o.ClusterCIDR, o.NodeCIDRMaskSize)
 			}
 		}},
+		{name: "node port addresses of the agent", mutate: func(f *Flags) { f.NodePortAddresses = []string{"10.98.0.0/24", "fd00::/64"} }, check: func(t *testing.T, c server.Config) {
+			want := []netip.Prefix{netip.MustParsePrefix("10.98.0.0/24"), netip.MustParsePrefix("fd00::/64")}
+			if diff := cmp.Diff(want, c.Agent.NodePortCIDRs, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" || c.Agent.NodePortPrimary {
+				t.Errorf("Agent.NodePortCIDRs (-want +got):\n%s (primary %v)", diff, c.Agent.NodePortPrimary)
+			}
+		}},
+		{name: "node port addresses primary", mutate: func(f *Flags) { f.NodePortAddresses = []string{"primary"} }, check: func(t *testing.T, c server.Config) {
+			if !c.Agent.NodePortPrimary || c.Agent.NodePortCIDRs != nil {
+				t.Errorf("Agent.NodePortPrimary = %v, NodePortCIDRs = %v; want true, none", c.Agent.NodePortPrimary, c.Agent.NodePortCIDRs)
+			}
+		}},
+		{name: "node port addresses not a CIDR", mutate: func(f *Flags) { f.NodePortAddresses = []string{"10.98.0.1"} }, wantErr: `--nodeport-addresses: "10.98.0.1" is neither a CIDR nor "primary"`},
+		{name: "node port addresses primary and CIDR", mutate: func(f *Flags) { f.NodePortAddresses = []string{"primary", "10.0.0.0/8"} }, wantErr: `"primary" cannot be combined with CIDRs`},
 		{name: "bad cluster CIDR", mutate: func(f *Flags) { f.ClusterCIDR = "10.42.0.0" }, wantErr: "--cluster-cidr/--node-cidr-mask-size: cluster CIDR"},
 		{name: "node mask shorter than the cluster CIDR", mutate: func(f *Flags) { f.NodeCIDRMaskSize = 8 }, wantErr: "node CIDR mask size 8"},
 		{name: "unknown controller", mutate: func(f *Flags) { f.Controllers = []string{"*", "-nodecontroller"} }, wantErr: `--controllers: "nodecontroller" is not in the list of known controllers`},
