@@ -73,6 +73,10 @@ func newCronTabConfigMap(name string) *corev1.ConfigMap {
 	}
 }
 
+// interleaveSlices is how many slices BenchmarkCreateCustomResource cuts
+// each side's creates into.
+const interleaveSlices = 8
+
 // BenchmarkCreateCustomResource creates CronTabs (a custom resource with a
 // structural schema, a default and a pattern) and ConfigMaps carrying the
 // same data, with 1, 8 and 32 clients, in alternating rounds of the same
@@ -116,21 +120,40 @@ func BenchmarkCreateCustomResource(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			round++
 			prefix := fmt.Sprintf("r%d-", round)
-			cr, err := runConcurrent(clients, b.N, func(w, i int) error {
+			// Interleaved in slices, in ABBA order (CR, CM, CM, CR, ...),
+			// so that a burst of load from outside falls on both sides
+			// alike rather than on whichever ran first.
+			createCR := func(w, i int) error {
 				_, err := dyns[w].Resource(cronTabs).Namespace(benchNS).Create(ctx, newCronTab(prefix+fmt.Sprint(i)), metav1.CreateOptions{})
 				return err
-			})
-			if err != nil {
-				b.Fatal(err)
 			}
-			b.StopTimer() // ns/op covers the custom resources only
-			cm, err := runConcurrent(clients, b.N, func(w, i int) error {
+			createCM := func(w, i int) error {
 				_, err := cms[w].CoreV1().ConfigMaps(benchNS).Create(ctx, newCronTabConfigMap(prefix+fmt.Sprint(i)), metav1.CreateOptions{})
 				return err
-			})
-			if err != nil {
-				b.Fatal(err)
 			}
+			var cr, cm result
+			done := 0
+			for slice := 0; done < b.N; slice++ {
+				n := min(max(b.N/interleaveSlices, 1), b.N-done)
+				base := done
+				order := []bool{true, false} // true: custom resources
+				if slice%2 == 1 {
+					order = []bool{false, true}
+				}
+				for _, isCR := range order {
+					op, into := createCM, &cm
+					if isCR {
+						op, into = createCR, &cr
+					}
+					r, err := runConcurrent(clients, n, func(w, i int) error { return op(w, base+i) })
+					if err != nil {
+						b.Fatal(err)
+					}
+					into.add(r)
+				}
+				done += n
+			}
+			b.StopTimer() // ns/op covers both kinds of create
 			report(b, "", cr)
 			report(b, "configmap_", cm)
 			reportRatios(b, cr, cm)

@@ -105,6 +105,14 @@ type result struct {
 // moves less than throughput does when other work takes the cores.
 func (r result) cpuPerOp() time.Duration { return r.cpu / time.Duration(r.ops) }
 
+// add folds o into r: a measure taken in several slices.
+func (r *result) add(o result) {
+	r.elapsed += o.elapsed
+	r.cpu += o.cpu
+	r.latencies = append(r.latencies, o.latencies...)
+	r.ops += o.ops
+}
+
 func (r result) opsPerSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 // runConcurrent runs n operations spread over workers goroutines (worker w
