@@ -30,6 +30,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
 	"github.com/skiff-sh/skiff/internal/localpath"
+	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/proxy"
 	proxynode "github.com/skiff-sh/skiff/internal/proxy/node"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
@@ -85,6 +86,11 @@ type KubeletAPIConfig struct {
 	// When nil, a joining agent uses the one the join obtained, and one
 	// given a RESTConfig asks for one (bootstrap.Serving).
 	Certificate *tls.Certificate
+	// CertFile and KeyFile, when set, hold Certificate: the kubelet API
+	// serves what they hold, reloaded when they change (renewed by the
+	// agent's serving Rotator, by skiff server, or by hand). A joined or
+	// --kubeconfig agent sets them to its own files.
+	CertFile, KeyFile string
 	// ClientCA verifies its clients (the cluster CA).
 	ClientCA *x509.CertPool
 	// Rotation is --container-log-max-size and --container-log-max-files.
@@ -185,16 +191,15 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(caPEM)
 			a.cfg.KubeletAPI.Certificate, a.cfg.KubeletAPI.ClientCA = &id.Serving, pool
+			a.cfg.KubeletAPI.CertFile, a.cfg.KubeletAPI.KeyFile = id.ServingCertFile, id.ServingKeyFile
+			// The serving certificate renews itself too (upstream's
+			// --rotate-server-certificates), and the kubelet API reloads it.
+			a.rotate(ctx, &bootstrap.Rotator{Dir: jo.Dir, Node: jo.NodeName, Serving: true, Addresses: jo.ServingAddresses, Config: id.RESTConfig})
 		}
 		logger.Info("Joined the cluster", "server", jo.Server, "node", jo.NodeName, "reused", id.Reused)
 		// The client certificate renews itself by CSR before it expires
 		// (bootstrap.Rotator; client-go reloads the kubeconfig's files).
-		rotator := &bootstrap.Rotator{Dir: jo.Dir, Node: jo.NodeName, Config: id.RESTConfig}
-		go func() {
-			if err := rotator.Start(ctx); err != nil {
-				logger.Error(err, "Client certificate rotation stopped")
-			}
-		}()
+		a.rotate(ctx, &bootstrap.Rotator{Dir: jo.Dir, Node: jo.NodeName, Config: id.RESTConfig})
 	}
 
 	endpoint := a.cfg.ContainerRuntimeEndpoint
@@ -287,10 +292,19 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if port == 0 {
 			port = kubelet.DefaultPort
 		}
-		node, err := kubeletserver.NewNode(a.kubelet, rs, is, kubeletserver.Options{
+		opts := kubeletserver.Options{
 			Address: fmt.Sprintf(":%d", port), Certificate: api.Certificate, ClientCA: api.ClientCA, NodeName: kopts.NodeName,
 			Metrics: kubeletMetrics, APIClient: client, // tokens and authorization asked of the API server
-		}, api.Rotation)
+		}
+		if api.CertFile != "" {
+			files, err := pki.NewCertificateFiles("kubelet-serving-cert", api.CertFile, api.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("agent: kubelet API: %w", err)
+			}
+			go func() { _ = files.Start(ctx) }() // watches until the agent stops
+			opts.GetCertificate = files.GetCertificate
+		}
+		node, err := kubeletserver.NewNode(a.kubelet, rs, is, opts, api.Rotation)
 		if err != nil {
 			return nil, fmt.Errorf("agent: kubelet API: %w", err)
 		}
@@ -320,8 +334,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		go func() {
 			ctx := apiCtx
 			defer close(apiDone)
+			dir := filepath.Join(a.cfg.DataDir, "agent")
 			cert, pool, err := bootstrap.Serving(ctx, a.cfg.RESTConfig, bootstrap.ServingOptions{
-				NodeName: kopts.NodeName, Dir: filepath.Join(a.cfg.DataDir, "agent"), Addresses: []string{kopts.NodeIP},
+				NodeName: kopts.NodeName, Dir: dir, Addresses: []string{kopts.NodeIP},
 			})
 			if err != nil {
 				if ctx.Err() == nil {
@@ -331,6 +346,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 				return
 			}
 			api.Certificate, api.ClientCA = &cert, pool
+			api.CertFile, api.KeyFile = filepath.Join(dir, bootstrap.ServingCertFile), filepath.Join(dir, bootstrap.ServingKeyFile)
+			// Renewed by CSR before it expires, as a joined agent's.
+			a.rotate(ctx, &bootstrap.Rotator{Dir: dir, Node: kopts.NodeName, Serving: true, Addresses: []string{kopts.NodeIP}, Config: a.cfg.RESTConfig})
 			nh, err := launchAPI(api)
 			if err != nil {
 				logger.Error(err, "Kubelet API did not start")
@@ -373,6 +391,15 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	case <-cdDone:
 		return fmt.Errorf("containerd supervisor stopped: %w", orStopped(handles[0].Err()))
 	}
+}
+
+// rotate runs r until ctx is done.
+func (a *Agent) rotate(ctx context.Context, r *bootstrap.Rotator) {
+	go func() {
+		if err := r.Start(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Certificate rotation stopped", "serving", r.Serving)
+		}
+	}()
 }
 
 // primaryAddress is the address of the interface of the default route

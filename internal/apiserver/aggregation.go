@@ -30,6 +30,9 @@ type AggregationConfig struct {
 	// (pki/front-proxy-client.*, CN front-proxy-client) presented to
 	// extension API servers.
 	ProxyClientCert tls.Certificate
+	// GetProxyClientCertificate, when set, gives it at each handshake
+	// (skiff server: from its files, so a renewed one is used).
+	GetProxyClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	// RequestHeaderCAPEM is the CA that signed it (pki/front-proxy-ca.crt)
 	// and ClientCAPEM the cluster CA, both published in
 	// kube-system/extension-apiserver-authentication.
@@ -58,6 +61,7 @@ func newAggregation(s *Server) *aggregation {
 	if c := s.cfg.Aggregation; c != nil {
 		cert := c.ProxyClientCert
 		opts.ProxyClientCert = &cert
+		opts.GetProxyClientCertificate = c.GetProxyClientCertificate
 		opts.AuthenticationConfigMap = authenticationConfigMap(c)
 	}
 	a.agg = aggregator.New(opts)

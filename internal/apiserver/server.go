@@ -49,8 +49,12 @@ type Config struct {
 	Etcd *clientv3.Client
 	// ClientCA verifies client certificates (X.509 authentication).
 	ClientCA *x509.CertPool
-	// ServingCert is the HTTPS certificate.
-	ServingCert tls.Certificate
+	// ServingCert is the HTTPS certificate, unless GetServingCertificate
+	// is set: then that gives it at each handshake (skiff server serves
+	// pki/apiserver.crt through pki.CertificateFiles, so a certificate
+	// renewed or replaced on disk is served without a restart).
+	ServingCert           tls.Certificate
+	GetServingCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// BindAddress and Port to listen on. Port 0 picks a free port (tests).
 	BindAddress string
 	Port        int
@@ -274,7 +278,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.health = health.New(health.Options{
-		Livez:  []health.Check{{Name: "etcd", Fn: s.checkEtcd}},
+		Livez: []health.Check{{Name: "etcd", Fn: s.checkEtcd}},
 		Readyz: []health.Check{{Name: "etcd-readiness", Fn: s.checkEtcd}, {Name: "informer-sync", Fn: s.checkCaches},
 			{Name: "poststarthook/crd-informer-synced", Fn: s.custom.checkSynced}},
 	})
@@ -354,12 +358,15 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.addr = ln.Addr().String()
 	tlsConfig := &tls.Config{
-		Certificates: []tls.Certificate{s.cfg.ServingCert},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    s.cfg.ClientCA,
-		MinVersion:   s.tlsMinVersion(),
-		CipherSuites: s.cfg.TLSCipherSuites,
-		NextProtos:   []string{"h2", "http/1.1"},
+		GetCertificate: s.cfg.GetServingCertificate,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		ClientCAs:      s.cfg.ClientCA,
+		MinVersion:     s.tlsMinVersion(),
+		CipherSuites:   s.cfg.TLSCipherSuites,
+		NextProtos:     []string{"h2", "http/1.1"},
+	}
+	if tlsConfig.GetCertificate == nil {
+		tlsConfig.Certificates = []tls.Certificate{s.cfg.ServingCert}
 	}
 	hs := &http.Server{
 		Handler:           s.handler,

@@ -83,6 +83,17 @@ func (b *Bundle) EnsureClient(name, user string, groups []string, opts Options) 
 	return certPEM, keyPEM, nil
 }
 
+// ClientRESTConfigFiles is a client-go config for the client certificate
+// stored as <name>.crt and <name>.key in the bundle's directory, trusting
+// the cluster CA. client-go reads the files again when they change, so a
+// long-running component takes up a renewed certificate (Renew).
+func (b *Bundle) ClientRESTConfigFiles(server, name string) *rest.Config {
+	c := b.AdminRESTConfig(server)
+	c.CertData, c.KeyData = nil, nil
+	c.CertFile, c.KeyFile = filepath.Join(b.Dir, filepath.Base(name)+".crt"), filepath.Join(b.Dir, filepath.Base(name)+".key")
+	return c
+}
+
 // ClientRESTConfig is a client-go config for a client certificate against
 // server, trusting the cluster CA.
 func (b *Bundle) ClientRESTConfig(server string, certPEM, keyPEM []byte) *rest.Config {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -14,6 +15,9 @@ import (
 const (
 	KubeletClientCertFile = "apiserver-kubelet-client.crt"
 	KubeletClientKeyFile  = "apiserver-kubelet-client.key"
+	// The in-process agent's kubelet serving certificate.
+	KubeletServingCertFile = "kubelet.crt"
+	KubeletServingKeyFile  = "kubelet.key"
 )
 
 // KubeletClientUser is the identity the API server presents to kubelets
@@ -45,13 +49,17 @@ func (b *Bundle) EnsureKubeletClient(opts Options) (tls.Certificate, error) {
 }
 
 // KubeletClientTLS is the TLS config the API server dials kubelets with:
-// it presents the kubelet client certificate and trusts the cluster CA.
+// it presents the kubelet client certificate, read from its files again
+// when they change (Renew), and trusts the cluster CA.
 func (b *Bundle) KubeletClientTLS(opts Options) (*tls.Config, error) {
-	cert, err := b.EnsureKubeletClient(opts)
-	if err != nil {
+	if _, err := b.EnsureKubeletClient(opts); err != nil {
 		return nil, err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: b.CAPool, MinVersion: tls.VersionTLS12}, nil
+	get, err := FileClientCertificate(filepath.Join(b.Dir, KubeletClientCertFile), filepath.Join(b.Dir, KubeletClientKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("kubelet client certificate: %w", err)
+	}
+	return &tls.Config{GetClientCertificate: get, RootCAs: b.CAPool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // EnsureKubeletServing returns a kubelet serving certificate for node

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -44,11 +45,14 @@ func launchAgent(ctx context.Context, cfg Config, restConfig *rest.Config) (*lif
 		if err != nil {
 			return nil, err
 		}
-		cert, err := bundle.EnsureKubeletServing("kubelet.crt", "kubelet.key", ac.Kubelet.NodeName, kubeletAddresses(), pki.Options{})
+		cert, err := bundle.EnsureKubeletServing(pki.KubeletServingCertFile, pki.KubeletServingKeyFile, ac.Kubelet.NodeName, kubeletAddresses(), pki.Options{})
 		if err != nil {
 			return nil, err
 		}
 		ac.KubeletAPI.Certificate, ac.KubeletAPI.ClientCA = &cert, bundle.CAPool
+		// Served from the files, reloaded when the server renews them.
+		ac.KubeletAPI.CertFile = filepath.Join(PKIDir(cfg.DataDir), pki.KubeletServingCertFile)
+		ac.KubeletAPI.KeyFile = filepath.Join(PKIDir(cfg.DataDir), pki.KubeletServingKeyFile)
 	}
 	a := agent.New(ac)
 	return lifecycle.Launch(ctx, "agent", a, 0)

@@ -14,9 +14,10 @@ import (
 // controller role, see bootstrappolicy), system:node:<name> in
 // system:nodes (the Node authorizer and NodeRestriction).
 func identityConfig(bundle *pki.Bundle, server, name, user string, groups []string) (*rest.Config, error) {
-	cert, key, err := bundle.EnsureClient(name, user, groups, pki.Options{})
-	if err != nil {
+	if _, _, err := bundle.EnsureClient(name, user, groups, pki.Options{}); err != nil {
 		return nil, err
 	}
-	return bundle.ClientRESTConfig(server, cert, key), nil
+	// From the files: client-go takes up the certificate the running
+	// server renews (certrenewal.go).
+	return bundle.ClientRESTConfigFiles(server, name), nil
 }

@@ -196,6 +196,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	frontProxyClient, err := pki.FileClientCertificate(filepath.Join(PKIDir(cfg.DataDir), pki.FrontProxyClientCertFile), filepath.Join(PKIDir(cfg.DataDir), pki.FrontProxyClientKeyFile))
+	if err != nil {
+		return err
+	}
 	// Joining nodes: bootstrap tokens, and the CA sent with the serving
 	// certificate so an agent can check it by its token (internal/server/join).
 	joiner := join.New(bundle.CA.Raw)
@@ -203,20 +207,31 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// The serving certificate is read from its files and reloaded when they
+	// change (renewed by this server, or replaced by hand).
+	serving, err := pki.NewCertificateFiles("serving-cert", filepath.Join(PKIDir(cfg.DataDir), pki.ServingCertFile), filepath.Join(PKIDir(cfg.DataDir), pki.ServingKeyFile), bundle.CA.Raw)
+	if err != nil {
+		return err
+	}
+	servingHandle, err := lifecycle.Launch(ctx, "serving-cert", serving, cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = servingHandle.Stop() }()
 	api, err := newAPIServer(cfg.Security, cfg.DataDir, cfg.Overload.applyTo(apiserver.Config{
-		Registry:           registry,
-		Etcd:               store.Client(),
-		ClientCA:           bundle.CAPool,
-		ServingCert:        joiner.ServingCert(bundle.Serving),
-		Authenticator:      joiner.Authenticator(),
-		BindAddress:        cfg.BindAddress,
-		Port:               cfg.Port,
-		KubeletClientTLS:   kubeletTLS,
-		Aggregation:        &apiserver.AggregationConfig{ProxyClientCert: frontProxy.Client, RequestHeaderCAPEM: frontProxy.CAPEM, ClientCAPEM: bundle.CAPEM},
-		AuthorizationModes: cfg.AuthorizationModes,
-		Authorization:      cfg.Authorization,
-		Admission:          cfg.Admission,
-		ServiceAccounts:    saConfig,
+		Registry:              registry,
+		Etcd:                  store.Client(),
+		ClientCA:              bundle.CAPool,
+		GetServingCertificate: serving.GetCertificate, // with the CA in the chain, for joining agents (join.ServingCert)
+		Authenticator:         joiner.Authenticator(),
+		BindAddress:           cfg.BindAddress,
+		Port:                  cfg.Port,
+		KubeletClientTLS:      kubeletTLS,
+		Aggregation:           &apiserver.AggregationConfig{ProxyClientCert: frontProxy.Client, GetProxyClientCertificate: frontProxyClient, RequestHeaderCAPEM: frontProxy.CAPEM, ClientCAPEM: bundle.CAPEM},
+		AuthorizationModes:    cfg.AuthorizationModes,
+		Authorization:         cfg.Authorization,
+		Admission:             cfg.Admission,
+		ServiceAccounts:       saConfig,
 	}))
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
@@ -241,10 +256,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("admin kubeconfig: %w", err)
 	}
 
-	client, err := kubernetes.NewForConfig(bundle.AdminRESTConfig(serverURL))
+	// The admin's client reads admin.crt from its file, so it takes up the
+	// certificate certRenewal renews.
+	client, err := kubernetes.NewForConfig(bundle.ClientRESTConfigFiles(serverURL, "admin"))
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
+	renewalHandle, err := lifecycle.Launch(ctx, "certificate-renewal", newCertRenewal(cfg.DataDir, serverURL), cfg.ReadyTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = renewalHandle.Stop() }()
 	bootCtx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
 	err = bootstrap.Run(bootCtx, client, bootstrap.Options{Port: port, EndpointIP: bootstrap.AdvertiseAddress(cfg.BindAddress)})
 	cancel()

@@ -37,11 +37,23 @@ func RenewAt(cert *x509.Certificate) time.Time {
 // own renewal) and replaces the files. The node's client config names those
 // files, and client-go reloads them, so the new certificate is used
 // without a restart.
+//
+// With Serving it keeps the kubelet serving certificate
+// (<Dir>/pki/kubelet.{crt,key}) fresh instead, as upstream's kubelet does
+// with --rotate-server-certificates: signer kubelet-serving, the node name
+// and Addresses as SANs; the kubelet API serves those files through
+// pki.CertificateFiles, which reloads them. csrapproving approves a node's
+// request for itself; a request made by another user (an agent started
+// with someone's --kubeconfig) waits for `kubectl certificate approve`.
 type Rotator struct {
 	// Dir is the agent's directory (Options.Dir of Join).
 	Dir string
 	// Node is the node name.
 	Node string
+	// Serving renews the serving certificate, for the node name and
+	// Addresses, instead of the client certificate.
+	Serving   bool
+	Addresses []string
 	// Config talks to the API server with the current certificate.
 	Config *rest.Config
 	// Lifetime asks the signer for this lifetime (0: its default, a year).
@@ -61,10 +73,10 @@ func (r *Rotator) Start(ctx context.Context) error {
 		}
 		wait := next.Sub(r.clock().Now())
 		if err != nil {
-			logger.Error(err, "Client certificate renewal failed; retrying", "in", RetryInterval)
+			logger.Error(err, "Certificate renewal failed; retrying", "certificate", r.what(), "in", RetryInterval)
 			wait = RetryInterval
 		} else {
-			logger.V(2).Info("Client certificate renewal scheduled", "at", next)
+			logger.V(2).Info("Certificate renewal scheduled", "certificate", r.what(), "at", next)
 		}
 		select {
 		case <-ctx.Done():
@@ -85,6 +97,11 @@ func (r *Rotator) clock() clock.WithTicker {
 // the (new) certificate is due.
 func (r *Rotator) RenewIfDue(ctx context.Context) (next time.Time, err error) {
 	certFile, keyFile := filepath.Join(r.Dir, ClientCertFile), filepath.Join(r.Dir, ClientKeyFile)
+	signer, usage, sans := certificatesv1.KubeAPIServerClientKubeletSignerName, certificatesv1.UsageClientAuth, []string(nil)
+	if r.Serving {
+		certFile, keyFile = filepath.Join(r.Dir, ServingCertFile), filepath.Join(r.Dir, ServingKeyFile)
+		signer, usage, sans = certificatesv1.KubeletServingSignerName, certificatesv1.UsageServerAuth, append([]string{r.Node}, r.Addresses...)
+	}
 	leaf, err := loadLeaf(certFile, keyFile)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("certificate rotation: %w", err)
@@ -92,24 +109,32 @@ func (r *Rotator) RenewIfDue(ctx context.Context) (next time.Time, err error) {
 	if RenewAt(leaf).After(r.clock().Now()) {
 		return RenewAt(leaf), nil
 	}
-	keyPEM, certPEM, err := requestCertificateFor(ctx, r.Config, certificatesv1.KubeAPIServerClientKubeletSignerName, r.Node, nil,
-		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, r.Lifetime)
+	keyPEM, certPEM, err := requestCertificateFor(ctx, r.Config, signer, r.Node, sans,
+		[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, usage}, r.Lifetime)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("renew the client certificate (expires %v): %w", leaf.NotAfter, err)
+		return time.Time{}, fmt.Errorf("renew the %s certificate (expires %v): %w", r.what(), leaf.NotAfter, err)
 	}
 	// The key first: until the certificate follows, the pair on disk does
-	// not match and client-go keeps the one it has.
+	// not match and client-go (or the serving certificate's watcher) keeps
+	// the one it has.
 	if err := writeFile(keyFile, keyPEM); err != nil {
 		return time.Time{}, err
 	}
 	if err := writeFile(certFile, certPEM); err != nil {
 		return time.Time{}, err
 	}
-	klog.FromContext(ctx).Info("Client certificate renewed", "node", r.Node)
+	klog.FromContext(ctx).Info("Certificate renewed", "certificate", r.what(), "node", r.Node)
 	if leaf, err = loadLeaf(certFile, keyFile); err != nil {
 		return time.Time{}, fmt.Errorf("certificate rotation: %w", err)
 	}
 	return RenewAt(leaf), nil
+}
+
+func (r *Rotator) what() string {
+	if r.Serving {
+		return "kubelet serving"
+	}
+	return "client"
 }
 
 func loadLeaf(certFile, keyFile string) (*x509.Certificate, error) {

@@ -70,6 +70,10 @@ type Options struct {
 	// client); nil presents none, and extension servers then see no
 	// trusted identity.
 	ProxyClientCert *tls.Certificate
+	// GetProxyClientCertificate, when set, gives it at each handshake
+	// instead (a certificate renewed on disk is presented to new
+	// connections).
+	GetProxyClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
 	// AuthenticationConfigMap, when set, is kept as
 	// kube-system/extension-apiserver-authentication.
 	AuthenticationConfigMap map[string]string
@@ -428,7 +432,9 @@ func (a *Aggregator) transportFor(svc *apiregv1.APIService) (*http.Transport, er
 		}
 		tc.RootCAs = pool
 	}
-	if a.opts.ProxyClientCert != nil {
+	if a.opts.GetProxyClientCertificate != nil {
+		tc.GetClientCertificate = a.opts.GetProxyClientCertificate
+	} else if a.opts.ProxyClientCert != nil {
 		tc.Certificates = []tls.Certificate{*a.opts.ProxyClientCert}
 	}
 	return &http.Transport{
