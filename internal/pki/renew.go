@@ -27,6 +27,32 @@ import (
 // client-go's file-based credentials for client certificates, etcd per
 // handshake). A file that is not a leaf of one of those CAs is left alone.
 func Renew(dir string, opts Options) (renewed []string, err error) {
+	return renew(dir, opts, func(string, *x509.Certificate) bool { return false })
+}
+
+// Reissue re-issues the leaf certificates of dir named by files (relative
+// to dir: "apiserver.crt", "etcd/server.crt") now, due or not, as Renew
+// does; a named file that is no leaf of dir's CAs is an error.
+func Reissue(dir string, opts Options, files ...string) error {
+	want := map[string]bool{}
+	for _, f := range files {
+		want[filepath.Join(dir, f)] = true
+	}
+	renewed, err := renew(dir, opts, func(path string, _ *x509.Certificate) bool { return want[path] })
+	if err != nil {
+		return err
+	}
+	for _, f := range renewed {
+		delete(want, f)
+	}
+	for f := range want {
+		return fmt.Errorf("%s is not a leaf certificate of %s", f, dir)
+	}
+	return nil
+}
+
+// renew re-issues the leaves that are due or that force names.
+func renew(dir string, opts Options, force func(path string, cert *x509.Certificate) bool) (renewed []string, err error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -54,7 +80,7 @@ func Renew(dir string, opts Options) (renewed []string, err error) {
 				continue
 			}
 			cert, _, err := parsePair(certPEM, keyPEM)
-			if err != nil || cert.IsCA || !opts.Now().Add(RenewBefore).After(cert.NotAfter) {
+			if err != nil || cert.IsCA || (!opts.Now().Add(RenewBefore).After(cert.NotAfter) && !force(certFile, cert)) {
 				continue
 			}
 			for _, ca := range cas {

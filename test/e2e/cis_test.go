@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,9 +38,10 @@ import (
 // seen without reading its code: anonymous access, authorization,
 // NodeRestriction, kubelet authentication and authorization, etcd's mutual
 // TLS, encryption at rest, protected profiling and metrics, the files'
-// modes, and who holds system:masters. Each check logs PASS or FAIL.
-// (The audit log is off unless --audit-policy-file is given, as in
-// kube-apiserver; internal/server's TestRunSecurity checks it.)
+// modes, the audit log (the shared cluster runs with --audit-policy-file
+// and --audit-log-path, which are off by default as in kube-apiserver),
+// certificate rotation, and who holds system:masters. Each check logs
+// PASS or FAIL.
 func TestCISProbe(t *testing.T) {
 	c := cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -116,6 +121,35 @@ func TestCISProbe(t *testing.T) {
 	})
 	check("1.2.6-1.2.8 authorization is not AlwaysAllow: a user without roles gets 403", func() error {
 		return statuses(admin.Host, []string{"/api/v1/secrets", "/api/v1/namespaces/" + ns + "/pods", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"}, nil, token, http.StatusForbidden)
+	})
+	check("1.2.8 authorization mode RBAC: a RoleBinding to view lets the user read, not write", func() error {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nobody-view"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nobody", Namespace: ns}}}
+		if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		defer c.client.RbacV1().RoleBindings(ns).Delete(context.Background(), rb.Name, metav1.DeleteOptions{})
+		cfg := rest.AnonymousClientConfig(admin)
+		cfg.BearerToken = token
+		sa, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second) // the binding reaches the authorizer's cache
+		for {
+			_, err = sa.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			return fmt.Errorf("list pods with view: %w", err)
+		}
+		if _, err := sa.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+			return fmt.Errorf("create a configmap with view: %v, want 403", err)
+		}
+		return nil
 	})
 	check("1.2.18, 1.3.2, 1.4.1 profiling and metrics need authorization", func() error {
 		return statuses(admin.Host, []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap"}, nil, token, http.StatusForbidden)
@@ -221,6 +255,47 @@ func TestCISProbe(t *testing.T) {
 		}
 		return nil
 	})
+	check("1.2.7 authorization mode Node: a node reads no Secret its pods do not use", func() error {
+		nodeCfg := rest.AnonymousClientConfig(admin)
+		nodeCfg.CertFile, nodeCfg.KeyFile = filepath.Join(pkiDir, "kubelet-client.crt"), filepath.Join(pkiDir, "kubelet-client.key")
+		node, err := kubernetes.NewForConfig(nodeCfg)
+		if err != nil {
+			return err
+		}
+		_, err = node.CoreV1().Secrets(ns).Get(ctx, "s", metav1.GetOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "no relationship found between node") {
+			return fmt.Errorf("get a secret no pod uses as %s: %v, want 403 from the Node authorizer", pki.NodeUser(c.node), err)
+		}
+		return nil
+	})
+	check("1.2.16-1.2.19 the audit log records requests (Metadata: who, what, no Secret data)", func() error {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := os.ReadFile(c.auditLog())
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(b, []byte("cis-clear-text")) || bytes.Contains(b, []byte(base64.StdEncoding.EncodeToString([]byte("cis-clear-text")))) {
+				return fmt.Errorf("the audit log holds the Secret's data")
+			}
+			for _, line := range bytes.Split(b, []byte("\n")) {
+				var ev struct {
+					Level, Stage, Verb string
+					User               struct{ Username string }
+					ObjectRef          struct{ Resource, Namespace, Name string }
+					ResponseStatus     struct{ Code int }
+				}
+				if json.Unmarshal(line, &ev) == nil && ev.Verb == "create" && ev.ObjectRef.Resource == "secrets" && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Name == "s" &&
+					ev.Stage == "ResponseComplete" && ev.Level == "Metadata" && ev.User.Username == pki.AdminUser && ev.ResponseStatus.Code == http.StatusCreated {
+					return nil
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("no Metadata event for the Secret's create in %s", c.auditLog())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	check("1.1.x data and PKI directories 0700, keys and credentials 0600", func() error {
 		var bad []string
 		for _, d := range []string{c.dataDir, pkiDir, filepath.Join(pkiDir, pki.EtcdDir), filepath.Join(c.dataDir, "etcd")} {
@@ -228,7 +303,7 @@ func TestCISProbe(t *testing.T) {
 				bad = append(bad, fmt.Sprintf("%s: %v %v", d, st.Mode().Perm(), err))
 			}
 		}
-		creds := []string{filepath.Join(c.dataDir, pki.AdminKubeconfigFile), filepath.Join(c.dataDir, "encryption-config.yaml"), filepath.Join(c.dataDir, "token")}
+		creds := []string{filepath.Join(c.dataDir, pki.AdminKubeconfigFile), filepath.Join(c.dataDir, "encryption-config.yaml"), filepath.Join(c.dataDir, "token"), c.auditLog()}
 		err := filepath.WalkDir(pkiDir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".key") || strings.HasSuffix(path, ".crt")) {
 				creds = append(creds, path)
@@ -245,6 +320,47 @@ func TestCISProbe(t *testing.T) {
 		}
 		if len(bad) > 0 {
 			return fmt.Errorf("%s", strings.Join(bad, "; "))
+		}
+		return nil
+	})
+	check("1.2.29, 4.2.10 serving certificates are reloaded from their files without a restart (API server, kubelet)", func() error {
+		apiURL, err := url.Parse(admin.Host)
+		if err != nil {
+			return err
+		}
+		for _, tc := range []struct{ file, addr string }{
+			{pki.ServingCertFile, apiURL.Host},
+			{pki.KubeletServingCertFile, fmt.Sprintf("127.0.0.1:%d", c.kubeletPort)},
+		} {
+			// What the server's renewal does once a certificate is due.
+			if err := pki.Reissue(pkiDir, pki.Options{}, tc.file); err != nil {
+				return err
+			}
+			b, err := os.ReadFile(filepath.Join(pkiDir, tc.file))
+			if err != nil {
+				return err
+			}
+			block, _ := pem.Decode(b)
+			want, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return err
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				conn, err := tls.Dial("tcp", tc.addr, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+				if err != nil {
+					return fmt.Errorf("%s: %w", tc.addr, err)
+				}
+				got := conn.ConnectionState().PeerCertificates[0]
+				conn.Close()
+				if got.SerialNumber.Cmp(want.SerialNumber) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s still serves serial %v 30s after %s was replaced (serial %v)", tc.addr, got.SerialNumber, tc.file, want.SerialNumber)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 		return nil
 	})
