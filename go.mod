@@ -3,6 +3,7 @@ module github.com/skiff-sh/skiff
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/google/gnostic-models v0.7.0
 	github.com/google/go-cmp v0.7.0

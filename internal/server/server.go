@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -185,8 +186,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	logger.V(1).Info("etcd ready", "endpoints", store.Endpoints())
 
 	// One registry: the API server serves it on /metrics, with the
-	// controllers' work queue metrics in it.
+	// controllers' work queue metrics in it, and the Go runtime's and the
+	// process's (go_goroutines, process_open_fds, ...), as upstream's.
 	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	kubeletTLS, err := bundle.KubeletClientTLS(pki.Options{})
 	if err != nil {
 		return err

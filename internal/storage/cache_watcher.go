@@ -97,15 +97,48 @@ func (w *cacheWatcher) run(ctx context.Context, initial []*CacheEvent, initialEn
 			return
 		}
 	}
+	// last is the highest resourceVersion sent: a bookmark may never
+	// claim less (it may repeat it), nor overtake an event it covers.
+	var last int64
+	for _, e := range initial {
+		last = max(last, e.RV)
+	}
+	if initialEnd {
+		last = max(last, startRV)
+	}
+	sendEvent := func(e *CacheEvent) bool {
+		ev, ok := w.convert(e)
+		if !ok {
+			return true
+		}
+		last = max(last, e.RV)
+		return w.send(ctx, ev)
+	}
 	for {
 		select {
 		case e := <-w.input:
-			if ev, ok := w.convert(e); ok && !w.send(ctx, ev) {
+			if !sendEvent(e) {
 				return
 			}
 		case rv := <-w.bookmark:
-			if !w.send(ctx, WatchEvent{Type: watch.Bookmark, RV: rv}) {
-				return
+			// Every event up to rv was queued before the bookmark was
+			// (both under the cache's lock): send the queued ones first,
+			// or a client that resumes from the bookmark would miss them.
+			for drained := false; !drained; {
+				select {
+				case e := <-w.input:
+					if !sendEvent(e) {
+						return
+					}
+				default:
+					drained = true
+				}
+			}
+			if rv >= last {
+				last = rv
+				if !w.send(ctx, WatchEvent{Type: watch.Bookmark, RV: rv}) {
+					return
+				}
 			}
 		case <-w.done:
 			return
