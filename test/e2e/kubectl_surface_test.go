@@ -594,6 +594,57 @@ spec:
 		if err != nil || strings.TrimSpace(out) != "yes" {
 			t.Errorf("auth can-i create pods: err %v, stdout %q, stderr %q; want yes", err, out, errOut)
 		}
+		// Upstream's answers under its bootstrap policy, for a user with no
+		// binding of its own and for a controller's service account: "yes"
+		// exits 0, "no" exits 1.
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"list", "secrets", "--as", "alice"}, "no"},
+			{[]string{"create", "selfsubjectaccessreviews.authorization.k8s.io", "--as", "alice"}, "yes"},
+			{[]string{"get", "/healthz", "--as", "alice"}, "yes"},
+			{[]string{"get", "/metrics", "--as", "alice"}, "no"},
+			{[]string{"create", "pods", "-n", "default", "--as", "system:serviceaccount:kube-system:replicaset-controller"}, "yes"},
+			{[]string{"get", "secrets", "-n", "default", "--as", "system:serviceaccount:kube-system:replicaset-controller"}, "no"},
+			{[]string{"update", "nodes/status", "--as", "system:serviceaccount:kube-system:node-controller"}, "yes"},
+		} {
+			out, errOut, err := kubectlResult(kc, "", append([]string{"auth", "can-i"}, tc.args...)...)
+			if strings.TrimSpace(out) != tc.want || (err == nil) != (tc.want == "yes") {
+				t.Errorf("auth can-i %s: stdout %q, stderr %q, err %v; want %s", strings.Join(tc.args, " "), out, errOut, err, tc.want)
+			}
+		}
+		// A user bound to nothing has system:basic-user, system:discovery and
+		// system:public-info-viewer; kubectl prints each of the last two's
+		// URLs, so the health and version paths twice, as against upstream.
+		out, errOut, err = kubectlResult(kc, "", "auth", "can-i", "--list", "--as", "alice")
+		if err != nil {
+			t.Fatalf("auth can-i --list --as alice: %v\n%s", err, errOut)
+		}
+		want := `Resources                                       Non-Resource URLs   Resource Names   Verbs
+selfsubjectreviews.authentication.k8s.io        []                  []               [create]
+selfsubjectaccessreviews.authorization.k8s.io   []                  []               [create]
+selfsubjectrulesreviews.authorization.k8s.io    []                  []               [create]
+                                                [/api/*]            []               [get]
+                                                [/api]              []               [get]
+                                                [/apis/*]           []               [get]
+                                                [/apis]             []               [get]
+                                                [/healthz]          []               [get]
+                                                [/healthz]          []               [get]
+                                                [/livez]            []               [get]
+                                                [/livez]            []               [get]
+                                                [/openapi/*]        []               [get]
+                                                [/openapi]          []               [get]
+                                                [/readyz]           []               [get]
+                                                [/readyz]           []               [get]
+                                                [/version/]         []               [get]
+                                                [/version/]         []               [get]
+                                                [/version]          []               [get]
+                                                [/version]          []               [get]
+`
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("auth can-i --list --as alice (-upstream +got):\n%s", diff)
+		}
 	})
 
 	t.Run("bad input", func(t *testing.T) {
