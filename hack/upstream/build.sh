@@ -136,7 +136,10 @@ mkdir -p "$ROOT"
 # One build at a time per cache: two would race on the same outputs and
 # double the disk the builds use.
 exec 9>"$ROOT/.build.lock"
-flock 9
+if ! flock -n 9; then
+	log "another build holds $ROOT/.build.lock; waiting for it"
+	flock 9
+fi
 names=("$@")
 [ "${names[*]}" = all ] && names=(e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo sample-apiserver etcd)
 for n in "${names[@]}"; do build_one "$n"; done

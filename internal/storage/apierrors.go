@@ -27,6 +27,11 @@ func ToAPIError(err error, gr schema.GroupResource, name string) error {
 		}
 		return apierrors.NewConflict(gr, name, errors.New(OptimisticLockMessage))
 	case ErrCodeResourceExpired:
+		if e.Continue != "" {
+			se := apierrors.NewResourceExpired(inconsistentContinue)
+			se.ErrStatus.ListMeta.Continue = e.Continue
+			return se
+		}
 		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%s)", e.ResourceVersion, e.Msg))
 	case ErrCodeTooLargeResourceVersion:
 		se := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %s", e.ResourceVersion, e.Msg), 1)
@@ -45,6 +50,14 @@ func ToAPIError(err error, gr schema.GroupResource, name string) error {
 	}
 	return apierrors.NewInternalError(e)
 }
+
+// inconsistentContinue is upstream's message for a continue token whose
+// revision was compacted, with the token that continues at the newest one.
+const inconsistentContinue = "The provided continue parameter is too old to display a consistent list result. " +
+	"You can start a new list without the continue parameter, or use the continue token in this response to " +
+	"retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - " +
+	"objects that were created, modified, or deleted between the time the first chunk was returned and now may " +
+	"show up in the list."
 
 // OptimisticLockMessage is upstream's message for a stale resourceVersion.
 const OptimisticLockMessage = "the object has been modified; please apply your changes to the latest version and try again"

@@ -30,6 +30,11 @@ type Error struct {
 	Msg             string
 	// RetryAfterSeconds is the client's advice for ErrCodeNotReady.
 	RetryAfterSeconds int
+	// Continue, on ErrCodeResourceExpired of a paged list whose token's
+	// revision was compacted, is a token that continues the list from the
+	// same key at the newest revision (an inconsistent list), as upstream
+	// offers in the 410's metadata.continue.
+	Continue string
 }
 
 func (e *Error) Error() string {

@@ -381,7 +381,13 @@ func encodeContinue(key, prefix string, rev int64) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
-// DecodeContinue parses a continue token into the key to start from and its revision.
+// latestRV is the revision a continue token carries to continue at the
+// newest revision rather than its own (upstream's -1: the token a 410
+// offers when the list's revision was compacted).
+const latestRV = -1
+
+// DecodeContinue parses a continue token into the key to start from and its
+// revision; revision 0 means the newest (a token of latestRV).
 func DecodeContinue(token, prefix string) (string, int64, error) {
 	data, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
@@ -394,14 +400,14 @@ func DecodeContinue(token, prefix string) (string, int64, error) {
 	if c.APIVersion != "meta.k8s.io/v1" {
 		return "", 0, fmt.Errorf("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	}
-	if c.ResourceVersion <= 0 {
+	if c.ResourceVersion <= 0 && c.ResourceVersion != latestRV {
 		return "", 0, fmt.Errorf("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	}
 	cleaned := path.Clean(c.StartKey)
 	if cleaned != c.StartKey || strings.HasPrefix(c.StartKey, "/") || strings.Contains(c.StartKey, "..") {
 		return "", 0, fmt.Errorf("continue key is not valid: %s", c.StartKey)
 	}
-	return prefix + c.StartKey, c.ResourceVersion, nil
+	return prefix + c.StartKey, max(c.ResourceVersion, 0), nil
 }
 
 // maxListBatch is the most keys one etcd read of a paged, filtered list
@@ -464,7 +470,17 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 		cancel()
 		s.observe("list", start)
 		if err != nil {
-			return s.etcdErr(ctx, err, prefix, readRev)
+			err = s.etcdErr(ctx, err, prefix, readRev)
+			var se *Error
+			if opts.Continue != "" && errors.As(err, &se) && se.Code == ErrCodeResourceExpired {
+				// The token's revision is gone: offer to go on from the
+				// same key at the newest revision, as upstream does.
+				if se.Continue, err = encodeContinue(startKey, prefix, latestRV); err != nil {
+					return err
+				}
+				return se
+			}
+			return err
 		}
 		if readRev == 0 {
 			readRev = resp.Header.Revision
