@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,17 @@ func Serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, 
 // ServeWithAuth is Serve with /metrics behind auth (auth.go) when auth is
 // not nil.
 func ServeWithAuth(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth) (string, func(), error) {
+	return serve(ctx, name, addr, metrics, watchdog, auth, false)
+}
+
+// ServeWithProfiling is ServeWithAuth that also serves Go's profiles
+// under /debug/pprof/ behind the same auth, as upstream components do with
+// --profiling.
+func ServeWithProfiling(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth) (string, func(), error) {
+	return serve(ctx, name, addr, metrics, watchdog, auth, true)
+}
+
+func serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth, profiling bool) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
@@ -55,6 +67,17 @@ func ServeWithAuth(ctx context.Context, name, addr string, metrics prometheus.Ga
 		metricsHandler = auth.Wrap(metricsHandler)
 	}
 	mux.Handle("/metrics", metricsHandler)
+	if profiling {
+		guard := func(h http.Handler) http.Handler { return h }
+		if auth != nil {
+			guard = auth.Wrap
+		}
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -59,6 +59,19 @@ const noNodes = "NoNodesAvailable"
 // maxEventMessage is upstream's cap on a FailedScheduling message.
 const maxEventMessage = 1024
 
+// Binding runs in a fixed set of goroutines fed by a bounded queue, rather
+// than in a goroutine per placed pod (upstream's way): a scheduling cycle
+// takes a fraction of a millisecond and a binding API call several, so a
+// backlog of thousands of pods would otherwise start thousands of binding
+// calls at once, each with its goroutine, stack and HTTP/2 stream; the API
+// server's flow control answers the excess with 429, and the retries, the
+// FailedScheduling events and status patches then multiply the load. A
+// few dozen calls in flight keep the API server as busy as it can be.
+const (
+	DefaultBinders     = 32
+	DefaultBindBacklog = 1024
+)
+
 // Options configure a Scheduler. Profiles and Registry are required.
 type Options struct {
 	// Profiles are the frameworks to build, selected by spec.schedulerName.
@@ -68,6 +81,11 @@ type Options struct {
 	Registry framework.Registry
 	// Parallelism is the number of Filter/Score workers (default 16).
 	Parallelism int
+	// Binders is the number of binding cycles run at once (default
+	// DefaultBinders): the scheduling loop hands each pod it placed to a
+	// binder and goes on, and waits only when DefaultBindBacklog placed
+	// pods wait for a binder.
+	Binders int
 	// PodInitialBackoff and PodMaxBackoff bound the queue's backoff
 	// (default 1 s and 10 s).
 	PodInitialBackoff time.Duration
@@ -105,8 +123,21 @@ type Scheduler struct {
 	// they have seen the initial objects.
 	handlers []toolscache.ResourceEventHandlerRegistration
 
-	// binding counts the binding goroutines, so that Run waits for them.
+	// binds feeds the binders.
+	binds chan bindJob
+	// binding counts the binders and the other goroutines that write to
+	// the API, so that Run waits for them.
 	binding sync.WaitGroup
+}
+
+// bindJob is a placed pod waiting for a binder.
+type bindJob struct {
+	fwk     *runtime.Framework
+	state   *framework.CycleState
+	qpi     *framework.QueuedPodInfo
+	assumed *v1.Pod
+	cycle   int64
+	start   time.Time
 }
 
 // New builds the frameworks (whose plugins may ask factory for informers)
@@ -128,6 +159,9 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 	if opts.EventClient == nil {
 		opts.EventClient = client
 	}
+	if opts.Binders <= 0 {
+		opts.Binders = DefaultBinders
+	}
 	s := &Scheduler{
 		client:    client,
 		factory:   factory,
@@ -139,6 +173,7 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 		clock:     opts.Clock,
 		opts:      opts,
 		recorders: map[string]record.EventRecorder{},
+		binds:     make(chan bindJob, DefaultBindBacklog),
 	}
 	s.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	// The queue's nominator, shared with the frameworks so that Filter
@@ -237,17 +272,26 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); s.queue.Run(ctx) }()
 	go func() { defer wg.Done(); s.cache.Run(ctx) }()
+	for range s.opts.Binders {
+		s.binding.Go(func() {
+			for j := range s.binds {
+				s.bindingCycle(ctx, j)
+			}
+		})
+	}
 	for ctx.Err() == nil {
 		s.ScheduleOne(ctx)
 	}
 	s.queue.Close()
 	wg.Wait()
+	close(s.binds)
 	s.binding.Wait()
 	return nil
 }
 
 // ScheduleOne pops one pod and runs its scheduling cycle; the binding
-// cycle continues in a goroutine.
+// cycle continues in a binder (or, for a pod a Permit plugin holds, in a
+// goroutine of its own).
 func (s *Scheduler) ScheduleOne(ctx context.Context) {
 	qpi, err := s.queue.Pop()
 	if err != nil {
@@ -322,14 +366,23 @@ func (s *Scheduler) ScheduleOne(ctx context.Context) {
 		return
 	}
 
-	s.binding.Add(1)
-	go func() {
-		defer s.binding.Done()
-		s.bindingCycle(ctx, fwk, state, qpi, assumed, cycle, start)
-	}()
+	j := bindJob{fwk: fwk, state: state, qpi: qpi, assumed: assumed, cycle: cycle, start: start}
+	if st.IsWait() {
+		// Waiting on Permit may last until other pods are placed: it must
+		// hold neither the loop nor a binder.
+		s.binding.Go(func() { s.bindingCycle(ctx, j) })
+		return
+	}
+	select {
+	case s.binds <- j:
+	case <-ctx.Done():
+		// Stopping: the binding fails at once and undoes the assumption.
+		s.bindingCycle(ctx, j)
+	}
 }
 
-func (s *Scheduler) bindingCycle(ctx context.Context, fwk *runtime.Framework, state *framework.CycleState, qpi *framework.QueuedPodInfo, assumed *v1.Pod, cycle int64, start time.Time) {
+func (s *Scheduler) bindingCycle(ctx context.Context, j bindJob) {
+	fwk, state, qpi, assumed, cycle, start := j.fwk, j.state, j.qpi, j.assumed, j.cycle, j.start
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(assumed), "node", assumed.Spec.NodeName)
 	host := assumed.Spec.NodeName
 	fail := func(st *framework.Status) {

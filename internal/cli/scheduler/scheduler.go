@@ -37,6 +37,7 @@ type Flags struct {
 	RetryPeriod   time.Duration
 	LeaseNS       string
 	LeaseName     string
+	Profiling     bool
 	// changed records the flags set on the command line; they override
 	// the configuration file.
 	changed map[string]bool
@@ -52,6 +53,7 @@ func DefaultFlags() Flags {
 		RetryPeriod:   config.DefaultRetryPeriod,
 		LeaseNS:       config.DefaultLeaseNamespace,
 		LeaseName:     config.DefaultLeaseName,
+		Profiling:     true,
 	}
 }
 
@@ -85,6 +87,7 @@ served over plain HTTP on --address. SIGINT or SIGTERM stops it.`,
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required unless the config file's clientConnection.kubeconfig is set)")
 	fs.StringVar(&f.ConfigFile, "config", "", "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
 	fs.StringVar(&f.Address, "address", f.Address, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
+	fs.BoolVar(&f.Profiling, "profiling", f.Profiling, "serve Go's profiles under /debug/pprof/ on --address, behind the same authentication and authorization as /metrics")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "take a Lease before scheduling, so that only one scheduler binds pods (overrides the config file)")
 	fs.DurationVar(&f.LeaseDuration, "leader-elect-lease-duration", f.LeaseDuration, "how long other candidates wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.RenewDeadline, "leader-elect-renew-deadline", f.RenewDeadline, "how long the leader retries renewing before it gives up leading")
@@ -103,6 +106,7 @@ served over plain HTTP on --address. SIGINT or SIGTERM stops it.`,
 type Config struct {
 	Kubeconfig string
 	Address    string
+	Profiling  bool
 	Scheduler  config.Config
 }
 
@@ -153,7 +157,7 @@ func (f Flags) Config() (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	return Config{Kubeconfig: kubeconfig, Address: f.Address, Scheduler: sc}, nil
+	return Config{Kubeconfig: kubeconfig, Address: f.Address, Profiling: f.Profiling, Scheduler: sc}, nil
 }
 
 // Run loads the kubeconfig and runs the scheduler until ctx is done.
@@ -173,6 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Registry:    plugins.NewInTreeRegistry(),
 		Address:     cfg.Address,
 		MetricsAuth: &component.Auth{Client: authClient},
+		Profiling:   cfg.Profiling,
 	})
 	if err != nil {
 		return err

@@ -59,6 +59,9 @@ type Options struct {
 	// and authorization (TokenReview, SubjectAccessReview), as upstream's
 	// secure port does; `skiff scheduler` sets it.
 	MetricsAuth *component.Auth
+	// Profiling serves Go's profiles under /debug/pprof/ on Address,
+	// behind MetricsAuth, as kube-scheduler's --profiling does.
+	Profiling bool
 	// Metrics receives the scheduler's metrics (default a new registry).
 	Metrics *prometheus.Registry
 	// Clock is handed to the scheduler (default the real clock).
@@ -232,7 +235,11 @@ func StripManagedFields(obj any) (any, error) {
 }
 
 func (a *App) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	addr, stop, err := component.ServeWithAuth(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog, a.opts.MetricsAuth)
+	serve := component.ServeWithAuth
+	if a.opts.Profiling {
+		serve = component.ServeWithProfiling
+	}
+	addr, stop, err := serve(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog, a.opts.MetricsAuth)
 	if err != nil {
 		return nil, err
 	}
