@@ -150,4 +150,3 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
