@@ -102,10 +102,15 @@ func newEnv(b *testing.B) (*env, error) {
 	e.cmd = exec.Command(bin, "server", "--data-dir", filepath.Join(dir, "data"),
 		"--https-listen-port", strconv.Itoa(freePort()),
 		"--etcd-client-port", strconv.Itoa(freePort()), "--etcd-peer-port", strconv.Itoa(freePort()),
+		"--kubelet-port", strconv.Itoa(freePort()),
+		// As test/e2e: cluster DNS on a free port, never the host's :53.
+		"--cluster-dns-port", strconv.Itoa(freePort()),
 		// As test/e2e: the shared build VM's disk is often past 90 % used,
 		// and the default nodefs.available<10% would evict the pods.
 		"--eviction-hard=memory.available<100Mi,nodefs.available<1%")
-	// SKIFF_BENCH_ARGS adds server flags (e.g. -v=2 for the kubelet's timings).
+	// SKIFF_BENCH_ARGS adds server flags (e.g. -v=2 for the kubelet's
+	// timings); SKIFF_BENCH_LOG=FILE keeps the server's output in FILE and
+	// containerd's log in FILE.containerd.
 	e.cmd.Args = append(e.cmd.Args, strings.Fields(os.Getenv("SKIFF_BENCH_ARGS"))...)
 	e.cmd.Stdout, e.cmd.Stderr = &lockedWriter{w: e.out}, &lockedWriter{w: e.out}
 	if err := e.cmd.Start(); err != nil {
@@ -214,6 +219,9 @@ func (e *env) stop() {
 	}
 	if logPath := os.Getenv("SKIFF_BENCH_LOG"); logPath != "" {
 		_ = os.WriteFile(logPath, []byte(e.output()), 0o644)
+		if b, err := os.ReadFile(filepath.Join(e.dir, "data", "agent", "containerd", "containerd.log")); err == nil {
+			_ = os.WriteFile(logPath+".containerd", b, 0o644)
+		}
 	}
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		var points []string
@@ -331,6 +339,26 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.ReportMetric(float64(cpss)/(1<<20), "containerd_pss_MiB")
 	b.ReportMetric(float64(pss+cpss)/(1<<20), "total_pss_MiB")
 	b.ReportMetric(float64(smapsRollup(e.cmd.Process.Pid, "Anonymous:"))/(1<<20), "server_anon_MiB")
+	b.ReportMetric(float64(smapsRollup(e.cmd.Process.Pid, "Rss:")-smapsRollup(e.cmd.Process.Pid, "Anonymous:"))/(1<<20), "server_file_MiB")
+	if pid := e.containerdPID(); pid > 0 {
+		b.ReportMetric(float64(smapsRollup(pid, "Anonymous:"))/(1<<20), "containerd_anon_MiB")
+	}
+	// SKIFF_BENCH_HEAP=FILE saves the idle server's heap profile (the
+	// kubelet API's /debug/pprof/heap, through the API server's node proxy).
+	if path := os.Getenv("SKIFF_BENCH_HEAP"); path != "" {
+		nodes, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(nodes.Items) == 0 {
+			b.Fatalf("list nodes: %v", err)
+		}
+		heap, err := e.client.CoreV1().RESTClient().Get().Resource("nodes").Name(nodes.Items[0].Name).
+			SubResource("proxy").Suffix("debug/pprof/heap").DoRaw(context.Background())
+		if err != nil {
+			b.Fatalf("heap profile: %v", err)
+		}
+		if err := os.WriteFile(path, heap, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkPodStartup creates n pods at once (image present, no probes)
