@@ -296,6 +296,24 @@ func TestAuthzNode(t *testing.T) {
 	n2.Labels = map[string]string{"x": "y"}
 	_, err = kubelet.CoreV1().Nodes().Update(ctx, n2, metav1.UpdateOptions{})
 	wantForbidden(t, err, `nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"`)
+	// Its own Node: the kubelet's labels yes; labels that would steer
+	// workloads to it, and its taints, no (NodeRestriction).
+	n1, err := kubelet.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.Labels = map[string]string{"node.kubernetes.io/pool": "a", "topology.kubernetes.io/zone": "z1"}
+	if n1, err = kubelet.CoreV1().Nodes().Update(ctx, n1, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("n1 sets the kubelet's labels: %v", err)
+	}
+	steer := n1.DeepCopy()
+	steer.Labels["node-restriction.kubernetes.io/pci"] = "true"
+	_, err = kubelet.CoreV1().Nodes().Update(ctx, steer, metav1.UpdateOptions{})
+	wantForbidden(t, err, `nodes "n1" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/pci`)
+	untaint := n1.DeepCopy()
+	untaint.Spec.Taints = append(untaint.Spec.Taints, corev1.Taint{Key: "mine", Effect: corev1.TaintEffectNoSchedule})
+	_, err = kubelet.CoreV1().Nodes().Update(ctx, untaint, metav1.UpdateOptions{})
+	wantForbidden(t, err, `nodes "n1" is forbidden: node "n1" is not allowed to modify taints`)
 }
 
 func TestAuthzReviews(t *testing.T) {

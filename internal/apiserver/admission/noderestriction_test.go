@@ -25,6 +25,9 @@ func TestNodeRestriction(t *testing.T) {
 		}
 		return p
 	}
+	node := func(labels map[string]string, taints []corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+	}
 	tests := []struct {
 		name    string
 		user    *authn.User
@@ -52,6 +55,24 @@ func TestNodeRestriction(t *testing.T) {
 		{name: "other lease", user: n1, op: Create, res: leases, ns: "kube-node-lease", objName: "n2",
 			wantMsg: `leases.coordination.k8s.io "n2" is forbidden: can only access node lease with the same name as the requesting node`},
 		{name: "not a node", user: &authn.User{Name: "alice"}, op: Update, res: nodes, objName: "n2"},
+		{name: "register with the kubelet's labels", user: n1, op: Create, res: nodes, objName: "n1",
+			obj: node(map[string]string{"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m", "kubelet.kubernetes.io/x": "y", "example.com/tier": "a", "plain": "b"}, nil)},
+		{name: "register with restricted labels", user: n1, op: Create, res: nodes, objName: "n1",
+			obj:     node(map[string]string{"node-restriction.kubernetes.io/secure": "true", "node-role.kubernetes.io/control-plane": "", "example.k8s.io/a": "b", "tier": "a"}, nil),
+			wantMsg: `nodes "n1" is forbidden: node "n1" is not allowed to set the following labels: example.k8s.io/a, node-restriction.kubernetes.io/secure, node-role.kubernetes.io/control-plane`},
+		{name: "add a restricted label", user: n1, op: Update, res: nodes, objName: "n1",
+			obj: node(map[string]string{"a": "b", "foo.node-restriction.kubernetes.io/x": "y"}, nil), old: node(map[string]string{"a": "b"}, nil),
+			wantMsg: `nodes "n1" is forbidden: is not allowed to modify labels: foo.node-restriction.kubernetes.io/x`},
+		{name: "remove a restricted label", user: n1, op: Update, res: nodes, objName: "n1",
+			obj: node(nil, nil), old: node(map[string]string{"node-role.kubernetes.io/worker": ""}, nil),
+			wantMsg: `nodes "n1" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/worker`},
+		{name: "keep a restricted label an admin set", user: n1, op: Update, res: nodes, objName: "n1",
+			obj: node(map[string]string{"node-role.kubernetes.io/worker": "", "x": "2"}, nil), old: node(map[string]string{"node-role.kubernetes.io/worker": "", "x": "1"}, nil)},
+		{name: "remove its taint", user: n1, op: Update, res: nodes, objName: "n1",
+			obj: node(nil, nil), old: node(nil, []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}),
+			wantMsg: `nodes "n1" is forbidden: node "n1" is not allowed to modify taints`},
+		{name: "status with the same taints", user: n1, op: Update, res: nodes, sub: "status", objName: "n1",
+			obj: node(nil, []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}), old: node(nil, []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/agent/bootstrap"
 	"github.com/skiff-sh/skiff/internal/agent/routes"
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	proxycli "github.com/skiff-sh/skiff/internal/cli/proxy"
 	"github.com/skiff-sh/skiff/internal/kubelet"
 	kubeletserver "github.com/skiff-sh/skiff/internal/kubelet/server"
@@ -168,6 +170,18 @@ func (f Flags) Config() (agent.Config, error) {
 	labels, err := ParseLabels(f.NodeLabels)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--node-labels: %w", err))
+	}
+	// As upstream's kubelet: labels NodeRestriction would refuse are an
+	// error now, not a registration that never succeeds.
+	var restricted []string
+	for k := range labels {
+		if !admission.NodeLabelAllowed(k) {
+			restricted = append(restricted, k)
+		}
+	}
+	if len(restricted) > 0 {
+		slices.Sort(restricted)
+		errs = append(errs, fmt.Errorf("--node-labels: a node may not set %s on itself (NodeRestriction): kubernetes.io and k8s.io labels must be under kubelet.kubernetes.io or node.kubernetes.io, or one of the kubelet's own (kubernetes.io/hostname, topology.kubernetes.io/zone, ...), and node-restriction.kubernetes.io labels are for admins; set them with kubectl label", strings.Join(restricted, ", ")))
 	}
 	taints, err := ParseTaints(f.RegisterWithTaints)
 	if err != nil {

@@ -33,8 +33,10 @@ func TestConfigErrors(t *testing.T) {
 	f.CgroupRoot = "skiff-node2"
 	f.ClusterCIDR = "fd42::/48"
 	f.NodePortAddresses = []string{"10.0.0.0/33"}
+	f.NodeLabels = []string{"tier=db", "node.kubernetes.io/pool=a", "node-role.kubernetes.io/worker=", "node-restriction.kubernetes.io/pci=true"}
 	_, err := f.Config()
-	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods", "--cgroup-root", "--cluster-cidr", `--nodeport-addresses: "10.0.0.0/33"`} {
+	for _, want := range []string{"--kubeconfig", "--node-ip", "--max-pods", "--cgroup-root", "--cluster-cidr", `--nodeport-addresses: "10.0.0.0/33"`,
+		"--node-labels: a node may not set node-restriction.kubernetes.io/pci, node-role.kubernetes.io/worker on itself"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
 		}
