@@ -124,7 +124,7 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		h.codecs.writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: h.gr.Group, Resource: h.gr.Resource + "/" + info.Subresource}, info.Name))
 		return
 	}
-	out, err := negotiateOutput(r)
+	out, err := negotiateOutputFor(r, info.Subresource != "" || h.verbs["list"])
 	if err == nil && h.res.Custom != nil && out.mediaType == mediaProtobuf {
 		out, err = negotiateCustomOutput(r) // custom resources: JSON or YAML only
 	}

@@ -35,7 +35,13 @@ type output struct {
 }
 
 // negotiateOutput picks the first acceptable entry of the Accept header.
-func negotiateOutput(r *http.Request) (output, error) {
+func negotiateOutput(r *http.Request) (output, error) { return negotiateOutputFor(r, true) }
+
+// negotiateOutputFor is negotiateOutput for a resource that has a Table
+// form (tables) or not: upstream's resources that cannot be listed (the
+// access and token reviews) have no table convertor, so an Accept of only
+// as=Table is 406 there.
+func negotiateOutputFor(r *http.Request, tables bool) (output, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
 		return output{mediaType: mediaJSON}, nil
@@ -61,7 +67,12 @@ func negotiateOutput(r *http.Request) (output, error) {
 				continue
 			}
 			switch as {
-			case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
+			case "Table":
+				if !tables {
+					continue
+				}
+				o.as = as
+			case "PartialObjectMetadata", "PartialObjectMetadataList":
 				o.as = as
 			default:
 				continue

@@ -185,4 +185,18 @@ func testTable(t *testing.T, c *cluster) {
 	if err := json.Unmarshal(resp.Body, &tbl); err != nil || tbl.ResourceVersion == "" {
 		t.Errorf("table list resourceVersion %q (%v)", tbl.ResourceVersion, err)
 	}
+	// A resource that cannot be listed has no Table form (upstream's
+	// "should return a 406 for a backend which does not implement
+	// metadata" conformance test): as=Table alone is 406, and a fallback in
+	// Accept is used instead.
+	sar := []byte(`{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"nonResourceAttributes":{"path":"/","verb":"get"}}}`)
+	const ssar = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+	resp = rawDo(t, c, true, http.MethodPost, ssar, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json;as=Table;v=v1;g=meta.k8s.io"}}, sar)
+	if resp.Code != http.StatusNotAcceptable {
+		t.Errorf("SelfSubjectAccessReview as=Table: code %d, want 406: %.300s", resp.Code, resp.Body)
+	}
+	resp = rawDo(t, c, true, http.MethodPost, ssar, http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json;as=Table;v=v1;g=meta.k8s.io, application/json"}}, sar)
+	if resp.Code != http.StatusCreated || !strings.Contains(string(resp.Body), `"kind":"SelfSubjectAccessReview"`) {
+		t.Errorf("SelfSubjectAccessReview as=Table with a JSON fallback: code %d: %.300s, want 201 and the review", resp.Code, resp.Body)
+	}
 }
