@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
@@ -29,11 +30,15 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 	if rd, ok := r.(reader); ok {
 		serviceAccount.AllowMissing(rd.srv.cfg.AllowPodsWithoutServiceAccount)
 	}
+	var authorizer authz.Authorizer
+	if rd, ok := r.(reader); ok {
+		authorizer = rd.srv.authz
+	}
 	plugins := []admission.Plugin{
 		admission.NewNamespaceLifecycle(r, c),
 		admission.NewLimitRanger(r, c),
 		serviceAccount,
-		admission.NewNodeRestriction(),
+		admission.NewNodeRestriction(r, authorizer),
 		admission.NewPriority(r),
 		podSecurity,
 		admission.NewDefaultStorageClass(r),
@@ -41,10 +46,6 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 		admission.NewPersistentVolumeClaimResize(r),
 		admission.NewRuntimeClass(r),
 		admission.NewDefaultIngressClass(r),
-	}
-	var authorizer authz.Authorizer
-	if rd, ok := r.(reader); ok {
-		authorizer = rd.srv.authz
 	}
 	plugins = append(plugins,
 		admission.NewCertificateApproval(authorizer),
@@ -106,6 +107,53 @@ func (h *resourceHandler) admissionAttributes(ctx context.Context, op admission.
 		a.User = u
 	}
 	return a
+}
+
+// subresourceAdmission describes a request on a subresource whose object
+// is not the resource's (pods/eviction's Eviction, pods/exec's
+// PodExecOptions, serviceaccounts/token's TokenRequest): the kind is the
+// subresource's, namespace and name are the URL's, as upstream's create
+// and connect handlers take them.
+func (h *resourceHandler) subresourceAdmission(ctx context.Context, op admission.Operation, obj runtime.Object, info RequestInfo, dry bool) *admission.Attributes {
+	a := &admission.Attributes{
+		Operation:   op,
+		Resource:    h.res.GroupVersion.WithResource(h.res.Resource),
+		Subresource: info.Subresource,
+		Kind:        h.res.SubresourceKind(info.Subresource),
+		Namespace:   info.Namespace,
+		Name:        info.Name,
+		Object:      obj,
+		DryRun:      dry,
+	}
+	if u, ok := authn.UserFrom(ctx); ok {
+		a.User = u
+	}
+	return a
+}
+
+// connectAdmission runs both phases for a CONNECT (pods/exec, attach,
+// portforward, nodes/proxy): the object is the request's options, never
+// a dry run, as upstream's connect handler.
+func (h *resourceHandler) connectAdmission(ctx context.Context, info RequestInfo, opts runtime.Object) error {
+	return h.runAdmission(ctx, h.subresourceAdmission(ctx, admission.Connect, opts, info, false), h.srv.admission.Run)
+}
+
+// objectNamespace sets the namespace of a subresource's body to the
+// request's, or refuses another one (upstream's
+// EnsureObjectNamespaceMatchesRequestNamespace).
+func objectNamespace(obj runtime.Object, ns string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	switch m.GetNamespace() {
+	case ns:
+	case "":
+		m.SetNamespace(ns)
+	default:
+		return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
 }
 
 // runAdmission runs one phase of the chain and sends the warnings the

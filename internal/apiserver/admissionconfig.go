@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission"
+	"github.com/skiff-sh/skiff/internal/apiserver/admission/webhook"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
@@ -27,8 +28,9 @@ type AdmissionOptions struct {
 	// ConfigFile is an AdmissionConfiguration
 	// (apiserver.config.k8s.io/v1, --admission-control-config-file) with
 	// plugins' configurations, embedded or by path (relative to the file):
-	// PodSecurity's PodSecurityConfiguration and EventRateLimit's
-	// Configuration are used; others are refused.
+	// PodSecurity's PodSecurityConfiguration, EventRateLimit's
+	// Configuration and the webhook plugins' WebhookAdmissionConfiguration
+	// are used; others are refused.
 	ConfigFile string
 }
 
@@ -115,6 +117,13 @@ func ValidateAdmission(o AdmissionOptions) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, name := range []string{"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"} {
+		if data := configs[name]; data != nil && o.admissionEnabled(name) {
+			if err := webhook.CheckConfig(data); err != nil {
+				errs = append(errs, fmt.Errorf("--admission-control-config-file: %s: %w", name, err))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -125,6 +134,10 @@ func (o AdmissionOptions) admissionEnabled(name string) bool {
 	}
 	return slices.Contains(DefaultOnAdmissionPlugins, name) || slices.Contains(o.EnablePlugins, name)
 }
+
+// configurablePlugins are the plugins whose configuration
+// --admission-control-config-file may give.
+var configurablePlugins = []string{"PodSecurity", "EventRateLimit", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
 
 // loadAdmissionConfig reads an AdmissionConfiguration into each plugin's
 // configuration bytes (JSON or YAML, as its own loader takes them).
@@ -158,8 +171,8 @@ func loadAdmissionConfig(path string) (map[string][]byte, error) {
 		switch {
 		case !slices.Contains(AllAdmissionPlugins, p.Name):
 			return nil, fmt.Errorf("--admission-control-config-file %s: unknown admission plugin %q", path, p.Name)
-		case p.Name != "PodSecurity" && p.Name != "EventRateLimit":
-			return nil, fmt.Errorf("--admission-control-config-file %s: a configuration for %q is not supported by Skiff (only PodSecurity's and EventRateLimit's)", path, p.Name)
+		case !slices.Contains(configurablePlugins, p.Name):
+			return nil, fmt.Errorf("--admission-control-config-file %s: a configuration for %q is not supported by Skiff (only %s's)", path, p.Name, strings.Join(configurablePlugins, "'s, "))
 		case out[p.Name] != nil:
 			return nil, fmt.Errorf("--admission-control-config-file %s: plugin %q configured twice", path, p.Name)
 		case len(p.Configuration) > 0 && string(p.Configuration) != "null":

@@ -93,6 +93,17 @@ func (h *resourceHandler) delete(ctx context.Context, r *http.Request, info Requ
 // deleteOne deletes, or marks for deletion, one object, as
 // decideDeletion decides. deleted says whether it is gone from the store.
 func (h *resourceHandler) deleteOne(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	return h.deleteAdmitted(ctx, ns, name, opts, true)
+}
+
+// deleteWithoutAdmission is deleteOne for a delete some other request's
+// admission decided (pods/eviction, as upstream's eviction deletes the pod
+// with no further admission).
+func (h *resourceHandler) deleteWithoutAdmission(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) (runtime.Object, bool, error) {
+	return h.deleteAdmitted(ctx, ns, name, opts, false)
+}
+
+func (h *resourceHandler) deleteAdmitted(ctx context.Context, ns, name string, opts *metav1.DeleteOptions, admit bool) (runtime.Object, bool, error) {
 	key := h.key(ns, name)
 	dry := len(opts.DryRun) > 0
 	for attempt := 0; attempt < 10; attempt++ {
@@ -100,8 +111,10 @@ func (h *resourceHandler) deleteOne(ctx context.Context, ns, name string, opts *
 		if err := h.store.Get(ctx, key, cur); err != nil {
 			return nil, false, h.apiErr(err, name)
 		}
-		if err := h.admit(ctx, admission.Delete, nil, cur, RequestInfo{Namespace: ns, Name: name}, dry); err != nil {
-			return nil, false, err
+		if admit {
+			if err := h.admit(ctx, admission.Delete, nil, cur, RequestInfo{Namespace: ns, Name: name}, dry); err != nil {
+				return nil, false, err
+			}
 		}
 		m, _ := meta.Accessor(cur)
 		rv := m.GetResourceVersion()

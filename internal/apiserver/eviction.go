@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/policy"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
@@ -34,6 +36,24 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 		h.codecs.writeError(w, err)
 		return
 	}
+	dry, err := dryRun(r)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if err := objectNamespace(ev, info.Namespace); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	// Admission sees the Eviction (CREATE of pods/eviction; a dry run when
+	// the query says so), mutating first; the validating phase runs once
+	// the request is checked, before any budget or the pod is touched, as
+	// upstream's EvictionREST. The pod's delete then runs no admission.
+	a := h.subresourceAdmission(ctx, admission.Create, ev, info, dry)
+	if err := h.runAdmission(ctx, a, h.srv.admission.Admit); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
 	if ev.Name != "" && ev.Name != info.Name {
 		h.codecs.writeError(w, apierrors.NewBadRequest(fmt.Sprintf("name in URL does not match name in Eviction object")))
 		return
@@ -43,7 +63,15 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 		opts = &metav1.DeleteOptions{}
 	}
 	if vals := r.URL.Query()["dryRun"]; len(vals) > 0 {
+		if len(opts.DryRun) > 0 && !slices.Equal(opts.DryRun, vals) {
+			h.codecs.writeError(w, apierrors.NewInternalError(fmt.Errorf("Non-matching dry-run options in request and content: %v and %v", vals, opts.DryRun)))
+			return
+		}
 		opts.DryRun = vals
+	}
+	if err := h.runAdmission(ctx, a, h.srv.admission.Validate); err != nil {
+		h.codecs.writeError(w, err)
+		return
 	}
 	pdbs := h.srv.handlers[policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")]
 	for attempt := 0; ; attempt++ {
@@ -88,7 +116,7 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 			uid := pod.UID
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
-		if _, _, err := h.deleteOne(ctx, info.Namespace, info.Name, opts); err != nil {
+		if _, _, err := h.deleteWithoutAdmission(ctx, info.Namespace, info.Name, opts); err != nil {
 			h.codecs.writeError(w, err)
 			return
 		}

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/klog/v2"
@@ -190,19 +191,25 @@ func serveNodeProxy(ctx context.Context, h *resourceHandler, w http.ResponseWrit
 		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
 		return
 	}
+	prefix := "/nodes/" + info.Name + "/proxy"
+	rest := ""
+	if i := strings.Index(r.URL.Path, prefix); i >= 0 {
+		rest = r.URL.Path[i+len(prefix):]
+	}
+	// A CONNECT with the NodeProxyOptions (path: the rest of the URL path),
+	// whatever the method, as upstream's.
+	opts := &corev1.NodeProxyOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeProxyOptions"}, Path: rest}
+	if err := h.connectAdmission(ctx, info, opts); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if rest == "" {
+		rest = "/"
+	}
 	base, err := h.srv.kubeletURL(ctx, info.Name)
 	if err != nil {
 		h.codecs.writeError(w, err)
 		return
-	}
-	prefix := "/nodes/" + info.Name + "/proxy"
-	i := strings.Index(r.URL.Path, prefix)
-	rest := "/"
-	if i >= 0 {
-		rest = r.URL.Path[i+len(prefix):]
-		if rest == "" {
-			rest = "/"
-		}
 	}
 	loc := *base
 	loc.Path = rest

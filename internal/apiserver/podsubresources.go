@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -35,6 +38,21 @@ func servePodStream(ctx context.Context, h *resourceHandler, w http.ResponseWrit
 		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
 		return
 	}
+	q := r.URL.Query()
+	if info.Subresource != "log" {
+		// exec, attach and portforward are CONNECTs: admission sees the
+		// options before the pod is looked at, as upstream's connect
+		// handler.
+		opts, err := podConnectOptions(info.Subresource, q)
+		if err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+		if err := h.connectAdmission(ctx, info, opts); err != nil {
+			h.codecs.writeError(w, err)
+			return
+		}
+	}
 	getReq := r.Clone(ctx)
 	getReq.URL.RawQuery = ""
 	obj, err := h.get(ctx, getReq, RequestInfo{Namespace: info.Namespace, Name: info.Name})
@@ -43,7 +61,6 @@ func servePodStream(ctx context.Context, h *resourceHandler, w http.ResponseWrit
 		return
 	}
 	pod := obj.(*corev1.Pod)
-	q := r.URL.Query()
 	params := url.Values{}
 	container := ""
 	if info.Subresource != "portforward" {
@@ -65,9 +82,8 @@ func servePodStream(ctx context.Context, h *resourceHandler, w http.ResponseWrit
 			return
 		}
 	case "exec", "attach":
-		on := func(k string) bool { v := q.Get(k); return v == "1" || v == "true" }
 		for _, p := range [][2]string{{"stdin", "input"}, {"stdout", "output"}, {"stderr", "error"}, {"tty", "tty"}} {
-			if on(p[0]) || on(p[1]) {
+			if queryBool(q, p[0]) || queryBool(q, p[1]) {
 				params.Set(p[1], "1")
 			}
 		}
@@ -114,6 +130,44 @@ func servePodStream(ctx context.Context, h *resourceHandler, w http.ResponseWrit
 		loc.Path = fmt.Sprintf("/%s/%s/%s/%s", info.Subresource, pod.Namespace, pod.Name, container)
 		h.srv.proxyToKubelet(w, r, &loc, true, gr, pod.Name)
 	}
+}
+
+// queryBool reads a boolean query parameter as upstream's parameter codec
+// does: absent, "0" and "false" are false, anything else true.
+func queryBool(q url.Values, k string) bool {
+	v, ok := q[k]
+	return ok && len(v) > 0 && v[0] != "0" && !strings.EqualFold(v[0], "false")
+}
+
+// podConnectOptions is the options object of a CONNECT to pods/exec,
+// attach or portforward, decoded from the query as upstream's parameter
+// codec does (v1 PodExecOptions, PodAttachOptions, PodPortForwardOptions;
+// Skiff also reads the legacy input/output/error names of the streams).
+// Ports that are not numbers are 400.
+func podConnectOptions(sub string, q url.Values) (runtime.Object, error) {
+	meta := func(kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: "v1", Kind: kind} }
+	stream := func(name, legacy string) bool { return queryBool(q, name) || queryBool(q, legacy) }
+	switch sub {
+	case "exec":
+		return &corev1.PodExecOptions{
+			TypeMeta: meta("PodExecOptions"), Container: q.Get("container"), Command: q["command"],
+			Stdin: stream("stdin", "input"), Stdout: stream("stdout", "output"), Stderr: stream("stderr", "error"), TTY: queryBool(q, "tty"),
+		}, nil
+	case "attach":
+		return &corev1.PodAttachOptions{
+			TypeMeta: meta("PodAttachOptions"), Container: q.Get("container"),
+			Stdin: stream("stdin", "input"), Stdout: stream("stdout", "output"), Stderr: stream("stderr", "error"), TTY: queryBool(q, "tty"),
+		}, nil
+	case "portforward":
+		o := &corev1.PodPortForwardOptions{TypeMeta: meta("PodPortForwardOptions")}
+		if ports := q["ports"]; len(ports) > 0 {
+			if err := metav1.Convert_Slice_string_To_Slice_int32(&ports, &o.Ports, nil); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		}
+		return o, nil
+	}
+	return nil, apierrors.NewBadRequest(fmt.Sprintf("no connect options for pods/%s", sub))
 }
 
 // podContainer checks the requested container against the pod as

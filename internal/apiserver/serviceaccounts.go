@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/admission"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/tokenrequest"
@@ -220,8 +221,32 @@ func serveTokenRequest(ctx context.Context, h *resourceHandler, w http.ResponseW
 		h.codecs.writeError(w, err)
 		return
 	}
-	user, _ := authn.UserFrom(ctx) // nothing is stored: a dry run answers too
-	res, warnings, err := sa.issuer.Create(ctx, info.Namespace, info.Name, req, user)
+	dry, err := dryRun(r)
+	if err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if err := objectNamespace(req, info.Namespace); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	if req.Spec.ExpirationSeconds == nil { // upstream's defaulting, before admission
+		s := int64(tokenrequest.DefaultExpirationSeconds)
+		req.Spec.ExpirationSeconds = &s
+	}
+	// Admission sees the TokenRequest (CREATE of serviceaccounts/token):
+	// mutating now, validating once the issuer has defaulted and
+	// validated it. Nothing is stored: a dry run answers too.
+	a := h.subresourceAdmission(ctx, admission.Create, req, info, dry)
+	if err := h.runAdmission(ctx, a, h.srv.admission.Admit); err != nil {
+		h.codecs.writeError(w, err)
+		return
+	}
+	validate := func(ctx context.Context, tr *authenticationv1.TokenRequest) error {
+		a.Object = tr
+		return h.runAdmission(ctx, a, h.srv.admission.Validate)
+	}
+	res, warnings, err := sa.issuer.Create(ctx, info.Namespace, info.Name, req, validate)
 	if err != nil {
 		h.codecs.writeError(w, err)
 		return

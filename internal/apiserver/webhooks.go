@@ -25,8 +25,20 @@ import (
 // service references resolved through EndpointSlices, the scheme and the
 // served versions for matchPolicy Equivalent.
 func (s *Server) webhookAdmission() ([]admission.Plugin, error) {
+	// Each plugin's WebhookAdmissionConfiguration from
+	// --admission-control-config-file (admissionconfig.go).
+	mcfg, err := admissionPluginConfig(reader{srv: s}, "MutatingAdmissionWebhook")
+	if err != nil {
+		return nil, err
+	}
+	vcfg, err := admissionPluginConfig(reader{srv: s}, "ValidatingAdmissionWebhook")
+	if err != nil {
+		return nil, err
+	}
 	m, v, err := webhook.New(webhook.Options{
-		ListWatch: s.cacheListWatch,
+		MutatingConfig:   mcfg,
+		ValidatingConfig: vcfg,
+		ListWatch:        s.cacheListWatch,
 		GetNamespace: func(ctx context.Context, name string) (*corev1.Namespace, error) {
 			ns := &corev1.Namespace{}
 			return ns, reader{srv: s}.Get(ctx, webhook.NamespacesGVR, "", name, true, ns)

@@ -2,15 +2,21 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
+	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
 // mirrorPodAnnotation marks a kubelet's mirror of a static pod.
@@ -18,21 +24,30 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
 // NodeRestriction limits what a node (user system:node:<name> in
 // system:nodes) may write, as upstream's plugin of that name: its own Node
-// object, the status of pods bound to it, mirror pods bound to it, and its
-// own Lease. The Node authorizer allows these verbs; this plugin narrows
-// them to the node's own objects. On its Node a node may not set or change
-// labels under node-restriction.kubernetes.io/ nor kubernetes.io/ and
-// k8s.io/ labels other than the kubelet's own (NodeLabelAllowed), and may
-// not change its taints, owner references or configSource, so a node
-// cannot steer workloads to itself. The node rule for service-account
-// tokens is checked by TokenRequest (registry/tokenrequest). Not done (yet):
-// upstream's checks of PVC status and of evictions.
-type NodeRestriction struct{}
+// object, the status of pods bound to it, mirror pods bound to it, its
+// own Lease, evictions of pods bound to it, and service-account tokens
+// bound to a pod on it for an audience the pod uses (or one the node is
+// authorized to request). The Node authorizer allows these verbs; this
+// plugin narrows them to the node's own objects. On its Node a node may
+// not set or change labels under node-restriction.kubernetes.io/ nor
+// kubernetes.io/ and k8s.io/ labels other than the kubelet's own
+// (NodeLabelAllowed), and may not change its taints, owner references or
+// configSource, so a node cannot steer workloads to itself. Not done
+// (yet): upstream's checks of PVC status.
+type NodeRestriction struct {
+	objects registry.Reader  // pods and what a pod's volumes name
+	authz   authz.Authorizer // request-serviceaccounts-token-audience
+}
 
-var _ Validator = NodeRestriction{}
+var _ Mutator = NodeRestriction{}
 
-// NewNodeRestriction returns the plugin.
-func NewNodeRestriction() NodeRestriction { return NodeRestriction{} }
+// NewNodeRestriction reads pods (evictions, tokens) and the claims,
+// volumes and CSI drivers a pod's volumes name through r, and asks az
+// whether a node may request a token for an audience its pod does not
+// use (nil: it may not).
+func NewNodeRestriction(r registry.Reader, az authz.Authorizer) NodeRestriction {
+	return NodeRestriction{objects: r, authz: az}
+}
 
 // Name is the upstream name.
 func (NodeRestriction) Name() string { return "NodeRestriction" }
@@ -47,8 +62,10 @@ func nodeName(u *authn.User) (string, bool) {
 	return strings.TrimPrefix(u.Name, "system:node:"), true
 }
 
-// Validate refuses a node's write to another node's objects.
-func (NodeRestriction) Validate(ctx context.Context, a *Attributes) error {
+// Admit refuses a node's write to another node's objects. It runs in the
+// mutating phase, as upstream's: a token request is checked as sent, before
+// its audiences are defaulted.
+func (n NodeRestriction) Admit(ctx context.Context, a *Attributes) error {
 	node, ok := nodeName(a.User)
 	if !ok {
 		return nil
@@ -85,6 +102,14 @@ func (NodeRestriction) Validate(ctx context.Context, a *Attributes) error {
 			if pod, _ := a.OldObject.(*corev1.Pod); pod != nil && pod.Spec.NodeName != node {
 				return forbid("node %q can only update pod status for pods with spec.nodeName set to itself", node)
 			}
+		case "eviction":
+			return n.evict(ctx, a, node, forbid)
+		default:
+			return forbid("unexpected pod subresource %q, only 'status' and 'eviction' are allowed", a.Subresource)
+		}
+	case gr.Group == "" && gr.Resource == "serviceaccounts":
+		if a.Operation == Create && a.Subresource == "token" {
+			return n.token(ctx, a, node, forbid)
 		}
 	case gr.Group == "" && gr.Resource == "nodes":
 		if a.Name != node {
@@ -187,3 +212,176 @@ func forbiddenNodeLabels(labels, old map[string]string) []string {
 	slices.Sort(bad)
 	return bad
 }
+
+// pod reads a pod the request names: NotFound as it is, any other failure
+// 403.
+func (n NodeRestriction) pod(ctx context.Context, ns, name string, forbid func(string, ...any) error) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if n.objects == nil {
+		return nil, forbid("no pods to check the request against")
+	}
+	if err := n.objects.Get(ctx, nodePodsGVR, ns, name, false, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		return nil, forbid("%v", err)
+	}
+	return pod, nil
+}
+
+// evict lets a node evict only pods bound to it.
+func (n NodeRestriction) evict(ctx context.Context, a *Attributes, node string, forbid func(string, ...any) error) error {
+	if a.Operation != Create {
+		return forbid("unexpected operation %s", a.Operation)
+	}
+	ev, ok := a.Object.(*policyv1.Eviction)
+	if !ok {
+		return forbid("unexpected type %T", a.Object)
+	}
+	name := a.Name
+	if name == "" {
+		if name = ev.Name; name == "" {
+			return forbid("could not determine pod from request data")
+		}
+	}
+	pod, err := n.pod(ctx, a.Namespace, name, forbid)
+	if err != nil {
+		return err
+	}
+	if pod.Spec.NodeName != node {
+		return forbid("node %s can only evict pods with spec.nodeName set to itself", node)
+	}
+	return nil
+}
+
+// token lets a node ask only for tokens bound (by UID) to a pod on it, for
+// an audience one of the pod's volumes asks for, or one the node is
+// authorized to request (upstream's ServiceAccountNodeAudienceRestriction,
+// on by default).
+func (n NodeRestriction) token(ctx context.Context, a *Attributes, node string, forbid func(string, ...any) error) error {
+	tr, ok := a.Object.(*authenticationv1.TokenRequest)
+	if !ok {
+		return forbid("unexpected type %T", a.Object)
+	}
+	ref := tr.Spec.BoundObjectRef
+	if ref == nil || ref.APIVersion != "v1" || ref.Kind != "Pod" || ref.Name == "" {
+		return forbid("node requested token not bound to a pod")
+	}
+	if ref.UID == "" {
+		return forbid("node requested token with a pod binding without a uid")
+	}
+	pod, err := n.pod(ctx, a.Namespace, ref.Name, forbid)
+	if err != nil {
+		return err
+	}
+	if ref.UID != pod.UID {
+		return forbid("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID)
+	}
+	if pod.Spec.NodeName != node {
+		return forbid("node requested token bound to a pod scheduled on a different node")
+	}
+	return n.audience(ctx, a, tr, pod, forbid)
+}
+
+// audience is upstream's validateNodeServiceAccountAudience.
+func (n NodeRestriction) audience(ctx context.Context, a *Attributes, tr *authenticationv1.TokenRequest, pod *corev1.Pod, forbid func(string, ...any) error) error {
+	audience := ""
+	switch len(tr.Spec.Audiences) {
+	case 0:
+	case 1:
+		audience = tr.Spec.Audiences[0]
+	default:
+		return forbid("node may only request 0 or 1 audiences")
+	}
+	found, err := n.podUsesAudience(ctx, pod, audience)
+	if err != nil {
+		return forbid("error validating audience %q: %v", audience, err)
+	}
+	if found {
+		return nil
+	}
+	if n.authz != nil {
+		d, _, err := n.authz.Authorize(ctx, authz.Attributes{
+			User: a.User, Verb: "request-serviceaccounts-token-audience",
+			APIGroup: a.Resource.Group, APIVersion: a.Resource.Version, Resource: audience,
+			Namespace: a.Namespace, Name: a.Name, ResourceRequest: true,
+		})
+		if d == authz.Allow {
+			return nil
+		}
+		if err != nil {
+			return forbid("error authorizing %s to request tokens for audience %q: %v", a.User.Name, audience, err)
+		}
+	}
+	return forbid("%s is not authorized to request tokens for audience %q", a.User.Name, audience)
+}
+
+// podUsesAudience says whether one of pod's volumes asks for tokens of
+// audience: a projected serviceAccountToken, or a CSI driver (inline, or
+// behind a claim or a generic ephemeral volume's claim) whose
+// tokenRequests name it. Lookups that fail are returned when no volume
+// answered yes.
+func (n NodeRestriction) podUsesAudience(ctx context.Context, pod *corev1.Pod, audience string) (bool, error) {
+	var errs []error
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.ServiceAccountToken != nil && src.ServiceAccountToken.Audience == audience {
+					return true, nil
+				}
+			}
+		}
+		var driver string
+		var err error
+		switch {
+		case v.Ephemeral != nil && v.Ephemeral.VolumeClaimTemplate != nil:
+			driver, err = n.claimDriver(ctx, pod.Namespace, pod.Name+"-"+v.Name)
+		case v.PersistentVolumeClaim != nil:
+			driver, err = n.claimDriver(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+		case v.CSI != nil:
+			driver = v.CSI.Driver
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if driver == "" {
+			continue
+		}
+		d := &storagev1.CSIDriver{}
+		if err := n.objects.Get(ctx, csiDriversGVR, "", driver, false, d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range d.Spec.TokenRequests {
+			if t.Audience == audience {
+				return true, nil
+			}
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+// claimDriver is the CSI driver of the volume a claim is bound to ("" for
+// a volume of another kind).
+func (n NodeRestriction) claimDriver(ctx context.Context, ns, claim string) (string, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := n.objects.Get(ctx, pvcsGVR, ns, claim, false, pvc); err != nil {
+		return "", err
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := n.objects.Get(ctx, pvsGVR, "", pvc.Spec.VolumeName, false, pv); err != nil {
+		return "", err
+	}
+	if pv.Spec.CSI == nil {
+		return "", nil
+	}
+	return pv.Spec.CSI.Driver, nil
+}
+
+var (
+	csiDriversGVR = storagev1.SchemeGroupVersion.WithResource("csidrivers")
+	pvcsGVR       = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	pvsGVR        = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
+	nodePodsGVR   = corev1.SchemeGroupVersion.WithResource("pods")
+)

@@ -4,13 +4,18 @@ import (
 	"context"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
+	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 )
 
 func TestNodeRestriction(t *testing.T) {
@@ -76,7 +81,7 @@ func TestNodeRestriction(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := NewNodeRestriction().Validate(context.Background(), &Attributes{
+			err := NewNodeRestriction(nil, nil).Admit(context.Background(), &Attributes{
 				Operation: tc.op, Resource: tc.res, Subresource: tc.sub, Namespace: tc.ns, Name: tc.objName, Object: tc.obj, OldObject: tc.old, User: tc.user,
 			})
 			switch {
@@ -86,5 +91,87 @@ func TestNodeRestriction(t *testing.T) {
 				t.Fatalf("error = %v, want Forbidden %q", err, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// TestNodeRestrictionEvictionsAndTokens: a node evicts only pods bound to
+// it, asks only for tokens bound by UID to a pod on it, for an audience
+// the pod's volumes use or one it is authorized for, and reaches no other
+// pod subresource, with upstream's messages.
+func TestNodeRestrictionEvictionsAndTokens(t *testing.T) {
+	n1 := &authn.User{Name: "system:node:n1", Groups: []string{"system:nodes"}}
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	sas := corev1.SchemeGroupVersion.WithResource("serviceaccounts")
+	onN1 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "on-n1", UID: "u1"}, Spec: corev1.PodSpec{NodeName: "n1",
+		Volumes: []corev1.Volume{
+			{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}},
+			{Name: "vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "t"}}}}}},
+			{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets.csi.example.com"}}},
+		}}}
+	onN2 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "on-n2", UID: "u2"}, Spec: corev1.PodSpec{NodeName: "n2"}}
+	r := newObjects(pods, onN1, onN2).with(storagev1.SchemeGroupVersion.WithResource("csidrivers"), &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: "secrets.csi.example.com"}, Spec: storagev1.CSIDriverSpec{TokenRequests: []storagev1.TokenRequest{{Audience: "csi-aud"}}}})
+	allowedAudiences := authz.AuthorizerFunc(func(_ context.Context, a authz.Attributes) (authz.Decision, string, error) {
+		if a.Verb == "request-serviceaccounts-token-audience" && a.Resource == "granted" && a.Name == "sa" && a.Namespace == "ns" {
+			return authz.Allow, "", nil
+		}
+		return authz.NoOpinion, "", nil
+	})
+	plugin := NewNodeRestriction(r, allowedAudiences)
+	token := func(ref *authenticationv1.BoundObjectReference, auds ...string) *authenticationv1.TokenRequest {
+		return &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: ref, Audiences: auds}}
+	}
+	ref := func(name, uid string) *authenticationv1.BoundObjectReference {
+		return &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}
+	}
+	tests := []struct {
+		name    string
+		res     schema.GroupVersionResource
+		sub     string
+		objName string
+		obj     runtime.Object
+		wantMsg string
+	}{
+		{name: "evict own pod", res: pods, sub: "eviction", objName: "on-n1", obj: &policyv1.Eviction{}},
+		{name: "evict another node's pod", res: pods, sub: "eviction", objName: "on-n2", obj: &policyv1.Eviction{},
+			wantMsg: `pods "on-n2" is forbidden: node n1 can only evict pods with spec.nodeName set to itself`},
+		{name: "bind a pod", res: pods, sub: "binding", objName: "on-n1", obj: &corev1.Binding{},
+			wantMsg: `pods "on-n1" is forbidden: unexpected pod subresource "binding", only 'status' and 'eviction' are allowed`},
+		{name: "token for own pod", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"))},
+		{name: "token for a projected audience", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"), "vault")},
+		{name: "token for a CSI driver's audience", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"), "csi-aud")},
+		{name: "token for an authorized audience", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"), "granted")},
+		{name: "token for another audience", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"), "elsewhere"),
+			wantMsg: `serviceaccounts "sa" is forbidden: system:node:n1 is not authorized to request tokens for audience "elsewhere"`},
+		{name: "token for two audiences", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "u1"), "vault", "x"),
+			wantMsg: `serviceaccounts "sa" is forbidden: node may only request 0 or 1 audiences`},
+		{name: "unbound token", res: sas, sub: "token", objName: "sa", obj: token(nil),
+			wantMsg: `serviceaccounts "sa" is forbidden: node requested token not bound to a pod`},
+		{name: "token without a uid", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "")),
+			wantMsg: `serviceaccounts "sa" is forbidden: node requested token with a pod binding without a uid`},
+		{name: "token with a stale uid", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n1", "old")),
+			wantMsg: `serviceaccounts "sa" is forbidden: the UID in the bound object reference (old) does not match the UID in record. The object might have been deleted and then recreated`},
+		{name: "token for another node's pod", res: sas, sub: "token", objName: "sa", obj: token(ref("on-n2", "u2")),
+			wantMsg: `serviceaccounts "sa" is forbidden: node requested token bound to a pod scheduled on a different node`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := plugin.Admit(context.Background(), &Attributes{
+				Operation: Create, Resource: tc.res, Subresource: tc.sub, Namespace: "ns", Name: tc.objName, Object: tc.obj, User: n1,
+			})
+			switch {
+			case tc.wantMsg == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantMsg != "" && (err == nil || err.Error() != tc.wantMsg || !apierrors.IsForbidden(err)):
+				t.Fatalf("error = %v, want Forbidden %q", err, tc.wantMsg)
+			}
+		})
+	}
+	// A missing pod is NotFound, as upstream.
+	err := plugin.Admit(context.Background(), &Attributes{Operation: Create, Resource: pods, Subresource: "eviction", Namespace: "ns", Name: "gone", Object: &policyv1.Eviction{}, User: n1})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("evicting a missing pod: %v, want 404", err)
 	}
 }

@@ -176,6 +176,15 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			saw = "true"
 		}
 		resp.Patch = addPatch(obj, "annotations", "first-saw-second", saw)
+	case "/subresources": // refuses what is asked in namespace wh-sub-deny or of node deny-node
+		if req.Namespace == "wh-sub-deny" || (req.Namespace == "" && req.Name == "deny-node") {
+			sub := req.Resource.Resource
+			if req.SubResource != "" {
+				sub += "/" + req.SubResource
+			}
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: fmt.Sprintf("the test refuses %s %s", req.Operation, sub)}
+		}
 	case "/reinvoke-second":
 		resp.Patch = addPatch(obj, "labels", "second", "added")
 	}

@@ -22,8 +22,10 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -31,6 +33,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/config"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -84,6 +88,44 @@ type Options struct {
 	Authorizer authz.Authorizer
 	// Stop ends the informers; they start on the first admitted request.
 	Stop <-chan struct{}
+	// MutatingConfig and ValidatingConfig are each plugin's
+	// WebhookAdmissionConfiguration (apiserver.config.k8s.io/v1, from
+	// --admission-control-config-file; nil: none): its kubeConfigFile
+	// gives the client credentials presented to a webhook's host, as
+	// upstream's, and its staticManifestsDir webhook configurations read
+	// from files.
+	MutatingConfig, ValidatingConfig []byte
+}
+
+// CheckConfig checks a WebhookAdmissionConfiguration as the plugins will
+// read it: its apiVersion and kind, an absolute kubeConfigFile that
+// loads, a valid staticManifestsDir.
+func CheckConfig(data []byte) error {
+	cfg, err := config.LoadConfig(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	_, err = webhookutil.NewDefaultAuthenticationInfoResolver(cfg.KubeConfigFile)
+	return err
+}
+
+// configReader is what upstream's constructors read the configuration
+// from (a nil io.Reader, not a nil *bytes.Reader, for none).
+func configReader(data []byte) io.Reader {
+	if data == nil {
+		return nil
+	}
+	return bytes.NewReader(data)
+}
+
+// hasStaticManifests says whether a configuration names a
+// staticManifestsDir (its webhooks are called with none stored).
+func hasStaticManifests(data []byte) bool {
+	if data == nil {
+		return false
+	}
+	cfg, err := config.LoadConfig(bytes.NewReader(data))
+	return err == nil && cfg.StaticManifestsDir != ""
 }
 
 // shared is what the two plugins share: one informer factory.
@@ -108,11 +150,11 @@ func New(opts Options) (*Mutating, *Validating, error) {
 	s.mwc = s.factory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer()
 	s.vwc = s.factory.Admissionregistration().V1().ValidatingWebhookConfigurations().Informer()
 
-	mp, err := mutating.NewMutatingWebhook(nil)
+	mp, err := mutating.NewMutatingWebhook(configReader(opts.MutatingConfig))
 	if err != nil {
 		return nil, nil, fmt.Errorf("mutating admission webhook: %w", err)
 	}
-	vp, err := validating.NewValidatingAdmissionWebhook(nil)
+	vp, err := validating.NewValidatingAdmissionWebhook(configReader(opts.ValidatingConfig))
 	if err != nil {
 		return nil, nil, fmt.Errorf("validating admission webhook: %w", err)
 	}
@@ -121,7 +163,8 @@ func New(opts Options) (*Mutating, *Validating, error) {
 			return nil, nil, err
 		}
 	}
-	return &Mutating{s: s, plugin: mp}, &Validating{s: s, plugin: vp}, nil
+	return &Mutating{s: s, plugin: mp, static: hasStaticManifests(opts.MutatingConfig)},
+		&Validating{s: s, plugin: vp, static: hasStaticManifests(opts.ValidatingConfig)}, nil
 }
 
 // libraryWebhook is what initialize sets on each upstream plugin.
@@ -132,6 +175,8 @@ type libraryWebhook interface {
 	SetExternalKubeInformerFactory(f informers.SharedInformerFactory)
 	SetServiceResolver(r webhookutil.ServiceResolver)
 	SetUnconditionalAuthorizer(a authorizer.UnconditionalAuthorizer)
+	SetDrainedNotification(stop <-chan struct{})
+	SetManifestLoaders(loaders *initializer.ManifestLoaders)
 	ValidateInitialization() error
 }
 
@@ -146,6 +191,12 @@ func (s *shared) initialize(w libraryWebhook) error {
 	if s.opts.Authorizer != nil {
 		w.SetUnconditionalAuthorizer(authorizerAdapter{s.opts.Authorizer})
 	}
+	stop := s.opts.Stop
+	if stop == nil {
+		stop = make(chan struct{}) // never stopped: tests without a server
+	}
+	w.SetDrainedNotification(stop) // ends the reload of static manifests
+	w.SetManifestLoaders(manifestLoaders())
 	if err := w.ValidateInitialization(); err != nil {
 		return fmt.Errorf("webhook admission: %w", err)
 	}
@@ -185,6 +236,7 @@ func handles(op skadmission.Operation) bool {
 type Mutating struct {
 	s      *shared
 	plugin *mutating.Plugin
+	static bool // configurations from a staticManifestsDir
 }
 
 var _ skadmission.Mutator = (*Mutating)(nil)
@@ -205,7 +257,7 @@ func (*Mutating) Handles(op skadmission.Operation) bool { return handles(op) }
 // plugins before them (they are idempotent and ran already).
 func (m *Mutating) Admit(ctx context.Context, a *skadmission.Attributes) error {
 	m.s.ensureStarted()
-	if none(m.s.mwc) {
+	if !m.static && none(m.s.mwc) {
 		return nil
 	}
 	attrs, ctx := newAttributes(ctx, a)
@@ -224,6 +276,7 @@ func (m *Mutating) Admit(ctx context.Context, a *skadmission.Attributes) error {
 type Validating struct {
 	s      *shared
 	plugin *validating.Plugin
+	static bool // configurations from a staticManifestsDir
 }
 
 var _ skadmission.Validator = (*Validating)(nil)
@@ -239,7 +292,7 @@ func (*Validating) Handles(op skadmission.Operation) bool { return handles(op) }
 // the request.
 func (v *Validating) Validate(ctx context.Context, a *skadmission.Attributes) error {
 	v.s.ensureStarted()
-	if none(v.s.vwc) {
+	if !v.static && none(v.s.vwc) {
 		return nil
 	}
 	attrs, ctx := newAttributes(ctx, a)

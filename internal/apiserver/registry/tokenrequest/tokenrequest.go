@@ -3,14 +3,14 @@
 // with a signed token, as upstream's TokenREST does. The handler in
 // internal/apiserver decodes the body and writes the answer; this package
 // decides everything in between: defaults, validation, the bound object
-// and its UID, the node rule, the lifetime and the claims.
+// and its UID, the lifetime and the claims (a node's limits are the
+// NodeRestriction admission plugin's, run by the caller).
 package tokenrequest
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -53,9 +53,12 @@ type Issuer struct {
 	NewID func() string
 }
 
-// Create answers req for the service account namespace/name as user asks
-// it; it returns the answer and any warnings for the client.
-func (i *Issuer) Create(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest, user *authn.User) (*authenticationv1.TokenRequest, []string, error) {
+// Create answers req for the service account namespace/name; it returns
+// the answer and any warnings for the client. validate
+// (nil: none) is the validating phase of admission, given a copy of the
+// request once it is defaulted and valid, before the bound object is
+// read, as upstream's TokenREST calls it.
+func (i *Issuer) Create(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest, validate func(context.Context, *authenticationv1.TokenRequest) error) (*authenticationv1.TokenRequest, []string, error) {
 	if req.Name != "" && req.Name != name {
 		return nil, nil, apierrors.NewInvalid(gk, name, field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), req.Name, "must match the service account name if specified")})
 	}
@@ -82,8 +85,13 @@ func (i *Issuer) Create(ctx context.Context, namespace, name string, req *authen
 	now := i.now()
 	out.CreationTimestamp = metav1.NewTime(now)
 	out.Status = authenticationv1.TokenRequestStatus{}
-	if errs := validate(out); len(errs) > 0 {
+	if errs := validateRequest(out); len(errs) > 0 {
 		return nil, nil, apierrors.NewInvalid(gk, "", errs)
+	}
+	if validate != nil {
+		if err := validate(ctx, out.DeepCopy()); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	var (
@@ -135,9 +143,6 @@ func (i *Issuer) Create(ctx context.Context, namespace, name string, req *authen
 				fmt.Errorf("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID))
 		}
 	}
-	if err := nodeMayRequest(user, out, pod); err != nil {
-		return nil, nil, err
-	}
 
 	var warnings []string
 	exp := *out.Spec.ExpirationSeconds
@@ -188,8 +193,8 @@ func (i *Issuer) onlyAPIAudiences(auds []string) bool {
 	return true
 }
 
-// validate is upstream's ValidateTokenRequest.
-func validate(tr *authenticationv1.TokenRequest) field.ErrorList {
+// validateRequest is upstream's ValidateTokenRequest.
+func validateRequest(tr *authenticationv1.TokenRequest) field.ErrorList {
 	var errs field.ErrorList
 	p := field.NewPath("spec", "expirationSeconds")
 	switch e := *tr.Spec.ExpirationSeconds; {
@@ -199,27 +204,4 @@ func validate(tr *authenticationv1.TokenRequest) field.ErrorList {
 		errs = append(errs, field.TooLong(p, e, MaxExpirationSeconds))
 	}
 	return errs
-}
-
-// nodeMayRequest is upstream's NodeRestriction rule for tokens: a node asks
-// only for tokens bound to a pod (by UID) that runs on it. The Node
-// authorizer has already checked that one of its pods uses the account.
-func nodeMayRequest(user *authn.User, tr *authenticationv1.TokenRequest, pod *corev1.Pod) error {
-	if user == nil || !user.InGroup(authn.NodesGroup) || !strings.HasPrefix(user.Name, "system:node:") {
-		return nil
-	}
-	node := strings.TrimPrefix(user.Name, "system:node:")
-	forbid := func(msg string) error {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts"}, tr.Name, fmt.Errorf("%s", msg))
-	}
-	ref := tr.Spec.BoundObjectRef
-	switch {
-	case ref == nil || ref.Kind != "Pod" || pod == nil:
-		return forbid("node requested token not bound to a pod")
-	case ref.UID == "":
-		return forbid("node requested token with a pod binding without a uid")
-	case pod.Spec.NodeName != node:
-		return forbid("node requested token bound to a pod scheduled on a different node")
-	}
-	return nil
 }
