@@ -42,9 +42,9 @@ var (
 	// shimAnonPerPod is the anonymous memory of the shims per pod at the
 	// end of the last batch (all pods running).
 	shimAnonPerPod float64
-	once    sync.Once
-	shared  *env
-	setErr  error
+	once           sync.Once
+	shared         *env
+	setErr         error
 )
 
 func freePort() int {

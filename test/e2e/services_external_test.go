@@ -115,7 +115,7 @@ func TestServicesExternal(t *testing.T) {
 		addr := lbAddr(t, svc.Name)
 		url := fmt.Sprintf("http://%s/", net.JoinHostPort(addr, fmt.Sprint(svc.Spec.HealthCheckNodePort)))
 		type hc struct {
-			Service struct{ Namespace, Name string }
+			Service             struct{ Namespace, Name string }
 			LocalEndpoints      int
 			ServiceProxyHealthy bool
 		}

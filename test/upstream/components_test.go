@@ -191,7 +191,7 @@ func createWorkloads(t *testing.T, client kubernetes.Interface, ns string) {
 	podSpec := func(app string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
 		}
 	}
 	selector := func(app string) *metav1.LabelSelector {
@@ -520,4 +520,3 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-

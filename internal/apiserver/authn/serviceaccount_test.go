@@ -126,7 +126,9 @@ func TestServiceAccountTokens(t *testing.T) {
 		{name: "account deleted", token: bound(satoken.Binding{}, []string{iss}, now, time.Hour),
 			edit: func(f fakeObjects) { delete(f, "serviceaccounts/ns/robot") }, wantErr: true},
 		{name: "account recreated with another uid", token: bound(satoken.Binding{}, []string{iss}, now, time.Hour),
-			edit: func(f fakeObjects) { f["serviceaccounts/ns/robot"] = &corev1.ServiceAccount{ObjectMeta: meta("ns", "robot", "sa-2")} }, wantErr: true},
+			edit: func(f fakeObjects) {
+				f["serviceaccounts/ns/robot"] = &corev1.ServiceAccount{ObjectMeta: meta("ns", "robot", "sa-2")}
+			}, wantErr: true},
 		{name: "bound pod deleted", token: bound(satoken.Binding{Pod: pod}, []string{iss}, now, time.Hour),
 			edit: func(f fakeObjects) { delete(f, "pods/ns/web") }, wantErr: true},
 		{name: "bound pod recreated", token: bound(satoken.Binding{Pod: pod}, []string{iss}, now, time.Hour),

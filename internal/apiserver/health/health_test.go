@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"

@@ -11,8 +11,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // fakeRequester issues numbered tokens and records the requests.

@@ -67,7 +67,7 @@ func TestValidate(t *testing.T) {
 func TestStatusRulesAndTable(t *testing.T) {
 	ctx := context.Background()
 	local := &apiregv1.APIService{ObjectMeta: metav1.ObjectMeta{Name: "v1.apps"},
-		Spec: apiregv1.APIServiceSpec{Group: "apps", Version: "v1", GroupPriorityMinimum: 17800, VersionPriority: 15},
+		Spec:   apiregv1.APIServiceSpec{Group: "apps", Version: "v1", GroupPriorityMinimum: 17800, VersionPriority: 15},
 		Status: apiregv1.APIServiceStatus{Conditions: []apiregv1.APIServiceCondition{{Type: "Available", Status: "False"}}}}
 	Strategy{}.PrepareForCreate(ctx, local)
 	if c := Condition(local, apiregv1.Available); c == nil || c.Status != apiregv1.ConditionTrue || c.Reason != "Local" {

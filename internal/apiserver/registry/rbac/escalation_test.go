@@ -20,8 +20,12 @@ func TestEscalation(t *testing.T) {
 	}
 	podsRW := rule([]string{"get", "list", "create"}, "pods")
 	om := func(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
-	ref := func(kind, name string) rbacv1.RoleRef { return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name} }
-	user := func(name string) []rbacv1.Subject { return []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: name}} }
+	ref := func(kind, name string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name}
+	}
+	user := func(name string) []rbacv1.Subject {
+		return []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: name}}
+	}
 	src := &authzrbac.StaticSource{
 		ClusterRoles: []*rbacv1.ClusterRole{
 			{ObjectMeta: om("", "pods-rw"), Rules: []rbacv1.PolicyRule{podsRW}},
@@ -39,7 +43,9 @@ func TestEscalation(t *testing.T) {
 	esc := &Escalation{authorizer: authz.Union(authz.Superuser(authn.SystemMasters), a), resolver: a, roles: a}
 	ns := nameStrategy{esc: esc}
 	alice := &authn.User{Name: "alice", Groups: []string{"system:authenticated"}}
-	role := func(rules ...rbacv1.PolicyRule) *rbacv1.Role { return &rbacv1.Role{ObjectMeta: om("ns", "r"), Rules: rules} }
+	role := func(rules ...rbacv1.PolicyRule) *rbacv1.Role {
+		return &rbacv1.Role{ObjectMeta: om("ns", "r"), Rules: rules}
+	}
 	tests := []struct {
 		name    string
 		user    *authn.User
