@@ -191,6 +191,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, info RequestInfo)
 	case s.health.Handles(r.URL.Path):
 		s.health.ServeHTTP(w, r)
 		return
+	case s.servesProfiles(r.URL.Path):
+		serveProfiles(w, r)
+		return
 	case s.aggregation.agg.ServeProxy(w, r): // remote group versions (aggregation.go)
 		return
 	case s.disco.Handles(r.URL.Path):

@@ -248,7 +248,7 @@ func (s *Server) metricLabels(l metrics.RequestLabels, info RequestInfo, path st
 	if info.IsResourceRequest {
 		known = s.servesResource(info)
 	} else {
-		known = code != http.StatusNotFound && (path == "/metrics" || s.health.Handles(path) || s.disco.Handles(path) ||
+		known = code != http.StatusNotFound && (path == "/metrics" || s.servesProfiles(path) || s.health.Handles(path) || s.disco.Handles(path) ||
 			s.openapi.Handles(path))
 	}
 	if known {

@@ -133,6 +133,10 @@ type Config struct {
 	// (aggregation.go); without it remote APIServices are proxied with no
 	// client certificate.
 	Aggregation *AggregationConfig
+	// DisableProfiling stops serving Go's profiles under /debug/pprof/
+	// (profiling.go); they are served by default, as kube-apiserver's
+	// --profiling, to users allowed the non-resource URL.
+	DisableProfiling bool
 }
 
 // Server is a running (or ready to run) API server.

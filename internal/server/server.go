@@ -96,6 +96,9 @@ type Config struct {
 	Security SecurityConfig
 	// Overload: the API server's timeouts and flow control (overload.go).
 	Overload OverloadConfig
+	// DisableProfiling is --profiling=false: the API server serves no
+	// /debug/pprof/.
+	DisableProfiling bool
 	// AuthorizationModes are the API server's (--authorization-mode; empty:
 	// AlwaysAllow). The bootstrap RBAC policy is reconciled at every start.
 	AuthorizationModes []string
@@ -235,6 +238,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Authorization:         cfg.Authorization,
 		Admission:             cfg.Admission,
 		ServiceAccounts:       saConfig,
+		DisableProfiling:      cfg.DisableProfiling,
 	}))
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)

@@ -72,6 +72,9 @@ type Flags struct {
 	NodeCIDRMaskSize int
 	// NodePortAddresses is the in-process agent's --nodeport-addresses.
 	NodePortAddresses []string
+	// Profiling serves Go's profiles on the API server's /debug/pprof/
+	// (default on, as kube-apiserver's --profiling).
+	Profiling bool
 
 	// SchedulerConfig is a KubeSchedulerConfiguration file for the
 	// in-process scheduler (empty: the default profile).
@@ -115,6 +118,7 @@ func DefaultFlags() Flags {
 	c := manager.DefaultControllerOptions()
 	return Flags{
 		DataDir:              server.DefaultDataDir,
+		Profiling:            true,
 		ClusterDNSPort:       53,
 		HTTPSPort:            server.DefaultPort,
 		EtcdClientPort:       etcd.DefaultClientPort,
@@ -197,6 +201,7 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.Float64Var(&f.NodeEvictionRate, "node-eviction-rate", f.NodeEvictionRate, "nodes per second whose pods are evicted when a zone is healthy")
 	fs.StringVar(&f.ClusterCIDR, "cluster-cidr", nodeipam.DefaultClusterCIDR.String(), "pod network the node IPAM controller gives each node a block of (spec.podCIDR)")
 	proxycli.AddNodePortAddressesFlag(fs, &f.NodePortAddresses)
+	fs.BoolVar(&f.Profiling, "profiling", f.Profiling, "serve Go's profiles on the API server at /debug/pprof/ (to users allowed that URL, such as cluster-admin)")
 	fs.IntVar(&f.NodeCIDRMaskSize, "node-cidr-mask-size", nodeipam.DefaultNodeCIDRMaskSize, "prefix length of each node's block of --cluster-cidr")
 	fs.StringVar(&f.SchedulerConfig, "scheduler-config", f.SchedulerConfig, "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the in-process scheduler: profiles, plugins, weights, plugin args, leader election; clientConnection is ignored (empty: the default profile)")
 	fs.StringVar(&f.AuthorizationMode, "authorization-mode", f.AuthorizationMode, "comma-separated authorization modes of the API server, asked in order after the system:masters check: Node (a kubelet reads only what its pods use), RBAC (roles and bindings), ABAC (--authorization-policy-file), Webhook (--authorization-webhook-config-file), AlwaysAllow (every authenticated user may do everything), AlwaysDeny")
@@ -392,6 +397,7 @@ func (f Flags) Config() (server.Config, error) {
 		Admission:          admissionOpts,
 		Security:           security,
 		Overload:           overload,
+		DisableProfiling:   !f.Profiling,
 		ServiceAccounts: server.ServiceAccountsConfig{
 			KeyFiles: f.ServiceAccountKeyFiles, SigningKeyFile: f.ServiceAccountSigningKeyFile,
 			Issuers: f.ServiceAccountIssuers, APIAudiences: f.APIAudiences, JWKSURI: f.ServiceAccountJWKSURI,
