@@ -314,17 +314,20 @@ func TestControllersNamespaceDeletion(t *testing.T) {
 }
 
 // heartbeat renews node's Lease and Ready condition every interval until
-// stopped, as a kubelet would.
-func heartbeat(t *testing.T, c *cluster, node string, interval time.Duration) (stop func()) {
+// stopped, as a kubelet would. stop returns when the last renewal was
+// sent: a controller can only have seen it after that.
+func heartbeat(t *testing.T, c *cluster, node string, interval time.Duration) (stop func() (lastSent time.Time)) {
 	cs := c.Clientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var last time.Time // written by the goroutine, read after done
 	go func() {
 		defer close(done)
 		tk := time.NewTicker(interval)
 		defer tk.Stop()
 		for {
 			now := metav1.NowMicro()
+			last = time.Now()
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				_, _ = cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
@@ -342,7 +345,7 @@ func heartbeat(t *testing.T, c *cluster, node string, interval time.Duration) (s
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() time.Time { cancel(); <-done; return last }
 }
 
 // TestControllersNodeLifecycleEviction: a node whose Lease stops renewing
@@ -398,8 +401,9 @@ func TestControllersNodeLifecycleEviction(t *testing.T) {
 		return true, nil
 	})
 
-	stopDead()
-	stopped := time.Now()
+	// The grace period runs from the last renewal the controller saw,
+	// which it saw no earlier than it was sent.
+	stopped := stopDead()
 	eventually(t, 20*time.Second, "dead node tainted unreachable:NoExecute", func() (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "dead", metav1.GetOptions{})
 		if err != nil {
@@ -413,7 +417,7 @@ func TestControllersNodeLifecycleEviction(t *testing.T) {
 		return false, nil
 	})
 	if time.Since(stopped) < 2*time.Second {
-		t.Errorf("tainted %v after the last heartbeat, before the 2 s grace period", time.Since(stopped))
+		t.Errorf("tainted %v after the last renewal was sent, before the 2 s grace period", time.Since(stopped))
 	}
 	n, _ := cs.CoreV1().Nodes().Get(ctx, "dead", metav1.GetOptions{})
 	for _, cond := range n.Status.Conditions {
