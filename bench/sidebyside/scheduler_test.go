@@ -30,8 +30,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 var (
@@ -471,13 +473,8 @@ func upstreamScheduler(b *testing.B) string {
 // pki/<name>.crt that skiff server issued.
 func writeKubeconfig(b *testing.B, dir, server, pkiDir, name string) string {
 	b.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["skiff"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: filepath.Join(pkiDir, "ca.crt")}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: filepath.Join(pkiDir, name+".crt"), ClientKey: filepath.Join(pkiDir, name+".key")}
-	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "skiff", AuthInfo: name}
-	kc.CurrentContext = name
 	path := filepath.Join(dir, name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := pki.WriteFileKubeconfig(path, server, pkiDir, name); err != nil {
 		b.Fatal(err)
 	}
 	return path

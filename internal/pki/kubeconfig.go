@@ -3,6 +3,7 @@ package pki
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 
 	"k8s.io/client-go/rest"
@@ -63,4 +64,17 @@ func (b *Bundle) AdminRESTConfig(server string) *rest.Config {
 		QPS:   100,
 		Burst: 200,
 	}
+}
+
+// WriteFileKubeconfig writes to path a kubeconfig for the client
+// certificate <pkiDir>/<name>.crt (and .key) that the server issued,
+// referring to the files rather than embedding them, so that a renewed
+// certificate is picked up; user and context are named name.
+func WriteFileKubeconfig(path, server, pkiDir, name string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[ClusterName] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: filepath.Join(pkiDir, "ca.crt")}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: filepath.Join(pkiDir, name+".crt"), ClientKey: filepath.Join(pkiDir, name+".key")}
+	kc.Contexts[name] = &clientcmdapi.Context{Cluster: ClusterName, AuthInfo: name}
+	kc.CurrentContext = name
+	return clientcmd.WriteToFile(*kc, path)
 }

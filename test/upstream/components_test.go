@@ -40,8 +40,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/pki"
 )
 
 const (
@@ -392,16 +393,12 @@ func skiffBinary(t *testing.T) string {
 	return bin
 }
 
-// writeKubeconfig writes a kubeconfig for the client certificate pki/<name>.crt.
+// writeKubeconfig writes a kubeconfig for the client certificate
+// pki/<name>.crt that skiff server issued.
 func writeKubeconfig(t *testing.T, dir, server, pkiDir, name string) string {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["skiff"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: filepath.Join(pkiDir, "ca.crt")}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: filepath.Join(pkiDir, name+".crt"), ClientKey: filepath.Join(pkiDir, name+".key")}
-	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "skiff", AuthInfo: name}
-	kc.CurrentContext = name
 	path := filepath.Join(dir, name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+	if err := pki.WriteFileKubeconfig(path, server, pkiDir, name); err != nil {
 		t.Fatal(err)
 	}
 	return path
