@@ -409,16 +409,40 @@ func (k *Kubelet) GetPods() []*corev1.Pod {
 	return out
 }
 
-// GetPodByName returns the pod namespace/name if it is bound to this node.
+// GetPodByName returns the pod namespace/name if it is bound to this node,
+// with the status the kubelet last wrote (the informer's copy may not have
+// it yet: a client that saw the pod Running asks for its logs at once).
+// While a pod of the name is being deleted and its replacement (a
+// StatefulSet's) is already here, the replacement is the one returned.
 func (k *Kubelet) GetPodByName(namespace, name string) (*corev1.Pod, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	var found *corev1.Pod
 	for _, p := range k.pods {
-		if p.Namespace == namespace && p.Name == name {
-			return p, true
+		if p.Namespace != namespace || p.Name != name {
+			continue
+		}
+		if found == nil || newerPod(p, found) {
+			found = p
 		}
 	}
-	return nil, false
+	if found == nil {
+		return nil, false
+	}
+	if ps := k.syncs[found.UID]; ps != nil && ps.sent != nil {
+		found = found.DeepCopy()
+		found.Status = *ps.sent.DeepCopy()
+	}
+	return found, true
+}
+
+// newerPod: a pod not being deleted wins over one that is, then the later
+// created.
+func newerPod(a, b *corev1.Pod) bool {
+	if (a.DeletionTimestamp == nil) != (b.DeletionTimestamp == nil) {
+		return a.DeletionTimestamp == nil
+	}
+	return b.CreationTimestamp.Before(&a.CreationTimestamp)
 }
 
 // RuntimeService is the CRI runtime client.

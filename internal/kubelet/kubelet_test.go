@@ -257,3 +257,42 @@ func TestRejectedPod(t *testing.T) {
 }
 
 func resourceMust(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+// TestGetPodByNameSeesOwnStatus: the kubelet's API (logs, exec) finds a
+// pod with the status the kubelet wrote even while its informer lags, and a
+// StatefulSet's replacement rather than the same-named pod being deleted.
+func TestGetPodByNameSeesOwnStatus(t *testing.T) {
+	h := newHarness(t)
+	pod := bound("db-0", corev1.RestartPolicyAlways)
+	if _, err := h.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPod("db-0", "ran", running)
+
+	// The informer's copies as they could be: the new pod not yet with its
+	// status, and the one it replaces still terminating.
+	lagging := pod.DeepCopy()
+	lagging.CreationTimestamp = metav1.Now()
+	old := bound("db-0", corev1.RestartPolicyAlways)
+	old.UID = "uid-db-0-before"
+	old.CreationTimestamp = metav1.NewTime(lagging.CreationTimestamp.Add(-time.Hour))
+	old.DeletionTimestamp = &lagging.CreationTimestamp
+	h.k.mu.Lock()
+	h.k.pods[pod.UID] = lagging
+	h.k.pods[old.UID] = old
+	h.k.mu.Unlock()
+
+	got, ok := h.k.GetPodByName("default", "db-0")
+	if !ok {
+		t.Fatal("db-0 not found")
+	}
+	if got.UID != pod.UID {
+		t.Errorf("found pod %s, want the replacement %s", got.UID, pod.UID)
+	}
+	if !running(got) {
+		t.Errorf("status %+v, want the running status the kubelet wrote", got.Status)
+	}
+	if len(lagging.Status.ContainerStatuses) != 0 {
+		t.Error("the informer's copy was modified")
+	}
+}

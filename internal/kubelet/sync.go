@@ -32,8 +32,11 @@ const minGracePeriod = 2 * time.Second
 
 // podSync is a pod worker's memory between syncs.
 type podSync struct {
-	reasons    map[string]podstatus.Reason
+	reasons map[string]podstatus.Reason
+	// lastStatus is the status last written (or found written); the
+	// worker owns it, sent is the copy others read under Kubelet.mu.
 	lastStatus *corev1.PodStatus
+	sent       *corev1.PodStatus
 	// terminated: containers stopped for good (terminal phase or deletion).
 	terminated bool
 	rejected   bool
@@ -258,7 +261,7 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 // from the last one written.
 func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus, ps *podSync) {
 	if apiequality.Semantic.DeepEqual(pod.Status, status) {
-		ps.lastStatus = status.DeepCopy()
+		k.setLastStatus(ps, status)
 		return
 	}
 	if ps.lastStatus != nil && apiequality.Semantic.DeepEqual(*ps.lastStatus, status) && pod.Status.Phase == status.Phase {
@@ -285,7 +288,14 @@ func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, status corev
 		klog.FromContext(ctx).Info("Unable to update the pod status", "err", err)
 		return
 	}
+	k.setLastStatus(ps, status)
+}
+
+func (k *Kubelet) setLastStatus(ps *podSync, status corev1.PodStatus) {
 	ps.lastStatus = status.DeepCopy()
+	k.mu.Lock()
+	ps.sent = ps.lastStatus
+	k.mu.Unlock()
 }
 
 // execute carries out the plan and returns when to sync again (the
