@@ -1,11 +1,7 @@
 package customresources
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,50 +13,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
-	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
+	kubectltest "github.com/skiff-sh/skiff/internal/testing/kubectl"
 )
 
-// kubectlRun runs the embedded kubectl against the cluster. stdin, when
-// set, is written to a file that "-f -" is replaced by. A failure returns
-// the error and the output (kubectl's fatal errors are caught instead of
-// exiting the test binary).
+// kubectlRun runs the embedded kubectl against the cluster: its stdout, or
+// stdout and stderr when it fails.
 func kubectlRun(t *testing.T, c *testapiserver.Cluster, stdin string, args ...string) (out string, err error) {
 	t.Helper()
-	if stdin != "" {
-		f := filepath.Join(t.TempDir(), "in.yaml")
-		if werr := os.WriteFile(f, []byte(stdin), 0o600); werr != nil {
-			t.Fatal(werr)
-		}
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f
-			}
-		}
+	stdout, stderr, err := kubectltest.Run(t, c.Kubeconfig(), stdin, args...)
+	if err != nil {
+		return stdout + stderr, err
 	}
-	var stdout, stderr bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
-	all := append([]string{"--kubeconfig", c.Kubeconfig(), "--cache-dir", t.TempDir()}, args...)
-	type fatal struct{ msg string }
-	cmdutil.BehaviorOnFatal(func(msg string, code int) { panic(fatal{msg}) })
-	defer cmdutil.DefaultBehaviorOnFatal()
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(fatal)
-			if !ok {
-				panic(p)
-			}
-			out, err = stdout.String()+stderr.String()+f.msg, errors.New("kubectl failed")
-		}
-	}()
-	if err := kubectl.New(all, streams).Execute(); err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String(), nil
+	return stdout, nil
 }
 
 func mustKubectl(t *testing.T, c *testapiserver.Cluster, stdin string, args ...string) string {

@@ -4,7 +4,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,7 +13,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -22,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,13 +30,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 
-	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
+	kubectltest "github.com/skiff-sh/skiff/internal/testing/kubectl"
 )
 
 // certs is a CA and a serving certificate it signed.
@@ -238,37 +233,12 @@ func clientWithWarnings(t *testing.T, c *testapiserver.Cluster, w *warnings) kub
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
-// runKubectl runs the embedded kubectl against the cluster.
+// runKubectl runs the embedded kubectl against the cluster; out is its
+// stdout and stderr.
 func runKubectl(t *testing.T, c *testapiserver.Cluster, stdin string, args ...string) (out string, err error) {
 	t.Helper()
-	if stdin != "" {
-		f := filepath.Join(t.TempDir(), "in.yaml")
-		if werr := os.WriteFile(f, []byte(stdin), 0o600); werr != nil {
-			t.Fatal(werr)
-		}
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f
-			}
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
-	all := append([]string{"--kubeconfig", c.Kubeconfig(), "--cache-dir", t.TempDir()}, args...)
-	type fatal struct{ msg string }
-	cmdutil.BehaviorOnFatal(func(msg string, code int) { panic(fatal{msg}) })
-	defer cmdutil.DefaultBehaviorOnFatal()
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(fatal)
-			if !ok {
-				panic(p)
-			}
-			out, err = stdout.String()+stderr.String()+f.msg, errors.New("kubectl failed")
-		}
-	}()
-	err = kubectl.New(all, streams).Execute()
-	return stdout.String() + stderr.String(), err
+	stdout, stderr, err := kubectltest.Run(t, c.Kubeconfig(), stdin, args...)
+	return stdout + stderr, err
 }
 
 // namespace creates a namespace with labels for one subtest.

@@ -1,7 +1,6 @@
 package policy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,21 +23,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/audit"
-	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	"github.com/skiff-sh/skiff/internal/controller/admissionpolicystatus"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
+	kubectltest "github.com/skiff-sh/skiff/internal/testing/kubectl"
 )
 
 type recorder struct {
@@ -167,41 +164,11 @@ func (e *env) dryRunDenied(d *appsv1.Deployment) {
 	})
 }
 
-// runKubectl runs the embedded kubectl; its fatal errors (which would
-// exit) come back as err with kubectl's message in the output.
+// runKubectl runs the embedded kubectl; out is its stdout and stderr.
 func runKubectl(t *testing.T, c *testapiserver.Cluster, stdin string, args ...string) (out string, err error) {
 	t.Helper()
-	if stdin != "" {
-		f := filepath.Join(t.TempDir(), "in.yaml")
-		if werr := os.WriteFile(f, []byte(stdin), 0o600); werr != nil {
-			t.Fatal(werr)
-		}
-		args = append([]string(nil), args...)
-		for i, a := range args {
-			if a == "-" {
-				args[i] = f
-			}
-		}
-	}
-	var stdout, stderr bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
-	all := append([]string{"--kubeconfig", c.Kubeconfig(), "--cache-dir", t.TempDir()}, args...)
-	type fatal struct{ msg string }
-	cmdutil.BehaviorOnFatal(func(msg string, code int) { panic(fatal{msg}) })
-	defer cmdutil.DefaultBehaviorOnFatal()
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(fatal)
-			if !ok {
-				panic(p)
-			}
-			out, err = stdout.String()+stderr.String()+f.msg, errors.New("kubectl failed")
-		}
-	}()
-	if err := kubectl.New(all, streams).Execute(); err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String() + stderr.String(), nil
+	stdout, stderr, err := kubectltest.Run(t, c.Kubeconfig(), stdin, args...)
+	return stdout + stderr, err
 }
 
 // TestAdmissionPolicies runs every case on one API server (with an audit
