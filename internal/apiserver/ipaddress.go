@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -26,17 +28,96 @@ const (
 // ipClaimer keeps one networking.k8s.io/v1 IPAddress object per
 // allocated ClusterIP (allocator.IPClaimer), written straight to the
 // ipaddresses store with etcd's create-if-absent: whichever API server
-// creates the object first holds the address.
+// creates the object first holds the address. It is also the allocator's
+// view (allocator.IPView) of the ServiceCIDRs and IPAddresses, read from
+// this server's watch caches as upstream's allocator reads its informers.
 type ipClaimer struct{ srv *Server }
 
-var _ allocator.IPClaimer = ipClaimer{}
+var (
+	_ allocator.IPClaimer = ipClaimer{}
+	_ allocator.IPView    = ipClaimer{}
+)
 
-func (c ipClaimer) handler() *resourceHandler {
-	h := c.srv.handlers[networkingv1.SchemeGroupVersion.WithResource("ipaddresses")]
+// viewTimeout bounds a read of the caches (they are ready once the server
+// serves, so it only matters while a cache relists).
+const viewTimeout = 5 * time.Second
+
+func (c ipClaimer) handler() *resourceHandler { return c.srv.storedHandler("ipaddresses") }
+
+func (s *Server) storedHandler(resource string) *resourceHandler {
+	h := s.handlers[networkingv1.SchemeGroupVersion.WithResource(resource)]
 	if h == nil || h.store == nil {
 		return nil
 	}
 	return h
+}
+
+// ServiceCIDRs lists the cached ServiceCIDRs; one is usable when its
+// Ready condition is True or absent and it is not being deleted.
+func (c ipClaimer) ServiceCIDRs() []allocator.ServiceCIDR {
+	h := c.srv.storedHandler("servicecidrs")
+	if h == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	objs, _, err := h.store.ListCached(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		klog.Background().V(2).Info("list cached ServiceCIDRs", "err", err)
+		return nil
+	}
+	out := make([]allocator.ServiceCIDR, 0, len(objs))
+	for _, o := range objs {
+		sc, ok := o.Object.(*networkingv1.ServiceCIDR)
+		if !ok {
+			continue
+		}
+		ready := true
+		if cond := meta.FindStatusCondition(sc.Status.Conditions, networkingv1.ServiceCIDRConditionReady); cond != nil {
+			ready = cond.Status == metav1.ConditionTrue
+		}
+		out = append(out, allocator.ServiceCIDR{Name: sc.Name, CIDRs: sc.Spec.CIDRs, Usable: ready && sc.DeletionTimestamp == nil})
+	}
+	return out
+}
+
+// ClaimedIPs is the set of cached IPAddress names.
+func (c ipClaimer) ClaimedIPs() map[string]bool {
+	h := c.handler()
+	if h == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	objs, _, err := h.store.ListCached(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		klog.Background().V(2).Info("list cached IPAddresses", "err", err)
+		return nil
+	}
+	out := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		out[strings.TrimPrefix(o.Key, h.prefix())] = true
+	}
+	return out
+}
+
+// IsClaimed reports whether an IPAddress named ip exists. The cache
+// answers "no" (the claim arbitrates anyway); its "yes" is confirmed in
+// etcd, so that an address just freed through another API server is not
+// refused while this server's cache catches up.
+func (c ipClaimer) IsClaimed(ip string) bool {
+	h := c.handler()
+	if h == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
+	defer cancel()
+	err := h.store.GetRV(ctx, h.key("", ip), "0", &networkingv1.IPAddress{})
+	if storage.IsNotFound(err) {
+		return false
+	}
+	err = h.store.Get(ctx, h.key("", ip), &networkingv1.IPAddress{})
+	return !storage.IsNotFound(err)
 }
 
 func ownerRef(o allocator.Owner) *networkingv1.ParentReference {

@@ -270,8 +270,9 @@ func New(cfg Config) (*Server, error) {
 			s.reaper.targets = append(s.reaper.targets, reapTarget{name: h.gr.String(), store: cacher, prefix: h.prefix()})
 		}
 	}
-	alloc.Claimer = ipClaimer{srv: s} // ClusterIPs as IPAddress objects (ipaddress.go)
-	s.custom = newCustomResources(s)  // CRDs (customresources.go)
+	// ClusterIPs as IPAddress objects, from every ServiceCIDR (ipaddress.go).
+	alloc.Claimer, alloc.View = ipClaimer{srv: s}, ipClaimer{srv: s}
+	s.custom = newCustomResources(s) // CRDs (customresources.go)
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
 	s.aggregation = newAggregation(s) // APIServices (aggregation.go)
 	s.openapi = openapi.New(s.resources, Version)

@@ -39,7 +39,7 @@ func (t *Txn) claim(ip string) error {
 	}
 	err := t.s.Claimer.ClaimIP(t.ctx, ip, t.owner)
 	if err != nil && !errors.Is(err, ErrIPAllocated) {
-		t.s.IPs.Release(ip) // not known to be held: let a retry pick it again
+		t.s.freeIP(ip) // not known to be held: let a retry pick it again
 	}
 	return err
 }

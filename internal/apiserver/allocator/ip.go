@@ -19,6 +19,9 @@ var (
 	ErrIPAllocated = errors.New("provided IP is already allocated")
 	// ErrFull means no free value is left in a range.
 	ErrFull = errors.New("range is full")
+	// ErrMismatchedNetwork means a requested IP is in no usable range
+	// (upstream's message).
+	ErrMismatchedNetwork = errors.New("the provided network does not match the current range")
 )
 
 // IPNotInRangeError is returned for a requested IP outside the range.
@@ -70,6 +73,51 @@ func NewIPs(cidr string) (*IPs, error) {
 
 // CIDR is the range as a string.
 func (a *IPs) CIDR() string { return a.prefix.String() }
+
+// Prefix is the range.
+func (a *IPs) Prefix() netip.Prefix { return a.prefix }
+
+// Contains reports whether ip belongs to the range as upstream's
+// ServiceCIDRs count it: inside the prefix, but not its network address
+// nor, for IPv4, its broadcast address.
+func (a *IPs) Contains(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !a.prefix.Contains(ip) || ip == a.prefix.Addr() {
+		return false
+	}
+	return !ip.Is4() || ip != lastAddr(a.prefix)
+}
+
+// lastAddr is the prefix's highest address (IPv4's broadcast address).
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - uint(i)%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// Resync frees every taken address that claimed reports as not held:
+// addresses freed through another API server, which this server's bitmap
+// still marks. The claim stays the arbiter, so freeing an address that a
+// write of this server is about to claim only costs that write a retry.
+func (a *IPs) Resync(claimed map[string]bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	freed := 0
+	for i := 0; i < a.set.size; i++ {
+		if i%64 == 0 && a.set.words[i/64] == 0 {
+			i += 63
+			continue
+		}
+		if a.set.has(i) && !claimed[a.addr(i).String()] {
+			a.set.clear(i)
+			freed++
+		}
+	}
+	return freed
+}
 
 // Is6 says whether the range is IPv6.
 func (a *IPs) Is6() bool { return a.prefix.Addr().Is6() }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -18,12 +20,24 @@ type Options struct {
 }
 
 // Services holds the ClusterIP and NodePort allocators of a cluster.
+//
+// ClusterIPs come from the server's own range (IPs) and, once it is full,
+// from the other usable ServiceCIDRs the view lists (upstream's
+// MultiCIDRServiceAllocator; upstream picks among them at random, Skiff
+// in address order). A requested address must be in a usable range.
 type Services struct {
+	// IPs is the server's own range (--service-cluster-ip-range).
 	IPs   *IPs
 	Ports *Ports
 	// Claimer, when set, arbitrates ClusterIPs between API servers
 	// (IPAddress objects); see IPClaimer.
 	Claimer IPClaimer
+	// View, when set, lists the ServiceCIDRs and the claimed addresses;
+	// without it only IPs is used.
+	View IPView
+
+	mu    sync.Mutex
+	extra map[netip.Prefix]*extraRange // other ServiceCIDRs' ranges
 }
 
 // NewServices builds empty allocators. Call Rebuild with the stored
@@ -43,7 +57,7 @@ func NewServices(opts Options) (*Services, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Services{IPs: ips, Ports: ports}, nil
+	return &Services{IPs: ips, Ports: ports, extra: map[netip.Prefix]*extraRange{}}, nil
 }
 
 // Claims are the values one Service holds.
@@ -88,6 +102,9 @@ func ClaimsOf(svc *corev1.Service) Claims {
 // the configured ranges are skipped and reported in the returned error;
 // the rest are still taken, so the error is worth logging, not fatal.
 func (s *Services) Rebuild(services []corev1.Service) error {
+	s.mu.Lock()
+	s.extra = map[netip.Prefix]*extraRange{} // rebuilt from the view
+	s.mu.Unlock()
 	s.IPs.reset()
 	s.Ports.reset()
 	var errs []error
@@ -95,6 +112,9 @@ func (s *Services) Rebuild(services []corev1.Service) error {
 		svc := &services[i]
 		c := ClaimsOf(svc)
 		for _, ip := range c.IPs {
+			if a, err := netip.ParseAddr(ip); err == nil && !s.IPs.Contains(a) {
+				continue // another ServiceCIDR's: marked from its IPAddress
+			}
 			if err := s.IPs.Allocate(ip); err != nil {
 				errs = append(errs, fmt.Errorf("service %s/%s: cluster IP %s: %w", svc.Namespace, svc.Name, ip, err))
 			}
@@ -136,13 +156,13 @@ func (t *Txn) AllocateIP(ip string) error {
 		if t.fakeIPs[ip] {
 			return ErrIPAllocated
 		}
-		if err := t.s.IPs.Check(ip); err != nil {
+		if err := t.s.takeIP(ip, true); err != nil {
 			return err
 		}
 		t.fakeIPs[ip] = true
 		return nil
 	}
-	if err := t.s.IPs.Allocate(ip); err != nil {
+	if err := t.s.takeIP(ip, false); err != nil {
 		return err
 	}
 	if err := t.claim(ip); err != nil {
@@ -155,15 +175,24 @@ func (t *Txn) AllocateIP(ip string) error {
 // AllocateNextIP takes any free IP.
 func (t *Txn) AllocateNextIP() (string, error) {
 	if t.dryRun {
-		ip, err := t.s.IPs.PeekNext(t.fakeIPs)
+		ip, err := t.s.peekNextIP(t.fakeIPs)
 		if err != nil {
 			return "", err
 		}
 		t.fakeIPs[ip] = true
 		return ip, nil
 	}
+	resynced := false
 	for {
-		ip, err := t.s.IPs.AllocateNext()
+		ip, err := t.s.takeNextIP()
+		if errors.Is(err, ErrFull) && !resynced {
+			// Every range looks full: free what other API servers
+			// released meanwhile, and look once more.
+			resynced = true
+			if t.s.resync() {
+				continue
+			}
+		}
 		if err != nil {
 			return "", err
 		}
@@ -222,12 +251,10 @@ func (t *Txn) Release(c Claims) {
 		return
 	}
 	for _, ip := range c.IPs {
-		if t.s.IPs.Has(ip) {
-			t.s.IPs.Release(ip)
-			t.releasedIPs = append(t.releasedIPs, ip)
-			if t.s.Claimer != nil {
-				t.s.Claimer.ReleaseIP(t.ctx, ip, t.owner)
-			}
+		t.s.freeIP(ip)
+		t.releasedIPs = append(t.releasedIPs, ip)
+		if t.s.Claimer != nil {
+			t.s.Claimer.ReleaseIP(t.ctx, ip, t.owner)
 		}
 	}
 	for _, p := range c.Ports {
@@ -243,7 +270,7 @@ func (t *Txn) Release(c Claims) {
 // with that write). Undo is idempotent.
 func (t *Txn) Undo() {
 	for _, ip := range t.ips {
-		t.s.IPs.Release(ip)
+		t.s.freeIP(ip)
 		if t.s.Claimer != nil {
 			t.s.Claimer.ReleaseIP(t.ctx, ip, t.owner)
 		}
@@ -252,9 +279,8 @@ func (t *Txn) Undo() {
 		t.s.Ports.Release(p)
 	}
 	for _, ip := range t.releasedIPs {
-		if t.s.IPs.Allocate(ip) == nil {
-			_ = t.claim(ip)
-		}
+		t.s.markIP(ip)
+		_ = t.claim(ip)
 	}
 	for _, p := range t.releasedPorts {
 		_ = t.s.Ports.Allocate(p)
@@ -267,7 +293,7 @@ func (t *Txn) Undo() {
 func (s *Services) Release(ctx context.Context, svc *corev1.Service) {
 	c := ClaimsOf(svc)
 	for _, ip := range c.IPs {
-		s.IPs.Release(ip)
+		s.freeIP(ip)
 		if s.Claimer != nil {
 			s.Claimer.ReleaseIP(ctx, ip, Owner{Namespace: svc.Namespace, Name: svc.Name})
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/resourcequota"
 	"github.com/skiff-sh/skiff/internal/controller/rootcacert"
 	"github.com/skiff-sh/skiff/internal/controller/serviceaccount"
+	"github.com/skiff-sh/skiff/internal/controller/servicecidr"
 	"github.com/skiff-sh/skiff/internal/controller/statefulset"
 	"github.com/skiff-sh/skiff/internal/controller/storageversionmigrator"
 	"github.com/skiff-sh/skiff/internal/controller/ttlafterfinished"
@@ -67,6 +68,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"root-ca-cert-publisher":    rootcacert.New,
 		"serviceaccount":            serviceaccount.New,
 		serviceaccount.TokensName:   serviceaccount.NewTokens,
+		servicecidr.Name:            servicecidr.New,
 		"statefulset":               statefulset.New,
 		storageversionmigrator.Name: storageversionmigrator.New,
 		"ttl-after-finished":        ttlafterfinished.New,
@@ -106,6 +108,8 @@ func ComponentName(name string) string {
 		return "horizontal-pod-autoscaler"
 	case resourceclaim.Name:
 		return "resource_claim"
+	case servicecidr.Name:
+		return servicecidr.Name
 	}
 	return name + "-controller"
 }

@@ -60,6 +60,7 @@ var serviceAccounts = map[string]string{
 	"root-ca-cert-publisher":              "root-ca-cert-publisher",
 	"serviceaccount":                      "service-account-controller",
 	"serviceaccount-token":                "",
+	"service-cidr-controller":             "service-cidrs-controller",
 	"statefulset":                         "statefulset-controller",
 	"storage-version-migrator-controller": "storage-version-migrator-controller",
 	"ttl-after-finished":                  "ttl-after-finished-controller",

@@ -21,12 +21,13 @@ import (
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
 )
 
-// startSecondServer starts another API server on c's etcd and returns a
-// client of it.
-func startSecondServer(t *testing.T, c *testapiserver.Cluster) kubernetes.Interface {
+// startSecondServer starts another API server on c's etcd (with service
+// range serviceCIDR, "" for the default) and returns a client of it.
+func startSecondServer(t *testing.T, c *testapiserver.Cluster, serviceCIDR string) kubernetes.Interface {
 	t.Helper()
 	api, err := kubeapiserver.New(kubeapiserver.Config{
 		Etcd: c.Etcd(), ClientCA: c.PKI.CAPool, ServingCert: c.PKI.Serving, BindAddress: "127.0.0.1",
+		ServiceCIDR: serviceCIDR,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func startSecondServer(t *testing.T, c *testapiserver.Cluster) kubernetes.Interf
 func TestClusterIPsAcrossAPIServers(t *testing.T) {
 	c := testapiserver.Start(t)
 	a := c.Clientset()
-	b := startSecondServer(t, c)
+	b := startSecondServer(t, c, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

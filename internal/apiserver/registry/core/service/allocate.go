@@ -47,8 +47,13 @@ func (s *Strategy) allocate(ctx context.Context, svc, old *corev1.Service, dryRu
 		ip := svc.Spec.ClusterIP
 		if ip == "" {
 			next, err := txn.AllocateNextIP()
-			if err != nil {
-				return fail(apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %w", err)))
+			switch {
+			case errors.Is(err, allocator.ErrFull):
+				return fail(apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP for Service %q: %w", svc.Name, err)))
+			case err != nil:
+				return fail(apierrors.NewInvalid(serviceKind, svc.Name, field.ErrorList{
+					field.Invalid(field.NewPath("spec", "clusterIPs"), svc.Spec.ClusterIPs, fmt.Sprintf("failed to allocate IP: %v", err)),
+				}))
 			}
 			svc.Spec.ClusterIP = next
 			svc.Spec.ClusterIPs = []string{next}

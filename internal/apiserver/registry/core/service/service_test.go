@@ -247,7 +247,7 @@ func TestAllocateCreate(t *testing.T) {
 		{name: "requested IP taken", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "10.43.0.1" },
 			wantErr: `spec.clusterIPs: Invalid value: ["10.43.0.1"]: failed to allocate IP 10.43.0.1: provided IP is already allocated`, wantUsedIP: 1, wantUsedNP: 1},
 		{name: "requested IP out of range", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "10.44.0.1" },
-			wantErr: "provided IP (10.44.0.1) is not in the valid range", wantUsedIP: 1, wantUsedNP: 1},
+			wantErr: `spec.clusterIPs: Invalid value: ["10.44.0.1"]: failed to allocate IP 10.44.0.1: the provided network does not match the current range`, wantUsedIP: 1, wantUsedNP: 1},
 		{name: "headless", mutate: func(s *corev1.Service) { s.Spec.ClusterIP = "None" },
 			wantIP: "None", wantPorts: []int32{0}, wantUsedIP: 1, wantUsedNP: 1},
 		{name: "node ports shared by protocol", mutate: func(s *corev1.Service) {
