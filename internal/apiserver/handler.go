@@ -124,6 +124,17 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		h.codecs.writeError(w, apierrors.NewNotFound(schema.GroupResource{Group: h.gr.Group, Resource: h.gr.Resource + "/" + info.Subresource}, info.Name))
 		return
 	}
+	ctx := r.Context()
+	if hasSub && sub.Handler == registry.HandleProxy {
+		// The backend answers, in its own media type; OPTIONS, which has
+		// no verb, is proxied too.
+		if contains(sub.Verbs, info.Verb) || r.Method == http.MethodOptions {
+			serveProxy(ctx, h, w, r, info, output{mediaType: mediaJSON})
+		} else {
+			h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
+		}
+		return
+	}
 	out, err := negotiateOutputFor(r, info.Subresource != "" || h.verbs["list"])
 	if err == nil && h.res.Custom != nil && out.mediaType == mediaProtobuf {
 		out, err = negotiateCustomOutput(r) // custom resources: JSON or YAML only
@@ -132,7 +143,6 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 		h.codecs.writeError(w, err)
 		return
 	}
-	ctx := r.Context()
 	if (info.Subresource == "" && !h.verbs[info.Verb]) || (hasSub && !contains(sub.Verbs, info.Verb)) {
 		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
 		return

@@ -15,14 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/klog/v2"
 )
 
 // The kubelet connection: pods/log, exec, attach, portforward and
-// nodes/proxy reach the node's kubelet API (port 10250) at the node's
+// nodes/proxy (proxy.go) reach the node's kubelet API (port 10250) at the node's
 // InternalIP (then ExternalIP, then Hostname) and the port in
 // status.daemonEndpoints.kubeletEndpoint, presenting the
 // apiserver-kubelet-client certificate (Config.KubeletClientTLS) and
@@ -180,39 +179,4 @@ func (s *Server) streamFromKubelet(w http.ResponseWriter, r *http.Request, loc *
 			return
 		}
 	}
-}
-
-// serveNodeProxy serves nodes/{name}/proxy/{path}: the rest of the path
-// and the query go to the node's kubelet.
-func serveNodeProxy(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, _ output) {
-	switch info.Verb {
-	case "get", "create", "update", "patch", "delete":
-	default:
-		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
-		return
-	}
-	prefix := "/nodes/" + info.Name + "/proxy"
-	rest := ""
-	if i := strings.Index(r.URL.Path, prefix); i >= 0 {
-		rest = r.URL.Path[i+len(prefix):]
-	}
-	// A CONNECT with the NodeProxyOptions (path: the rest of the URL path),
-	// whatever the method, as upstream's.
-	opts := &corev1.NodeProxyOptions{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeProxyOptions"}, Path: rest}
-	if err := h.connectAdmission(ctx, info, opts); err != nil {
-		h.codecs.writeError(w, err)
-		return
-	}
-	if rest == "" {
-		rest = "/"
-	}
-	base, err := h.srv.kubeletURL(ctx, info.Name)
-	if err != nil {
-		h.codecs.writeError(w, err)
-		return
-	}
-	loc := *base
-	loc.Path = rest
-	loc.RawQuery = r.URL.RawQuery
-	h.srv.proxyToKubelet(w, r, &loc, false, schema.GroupResource{Resource: "nodes"}, info.Name)
 }

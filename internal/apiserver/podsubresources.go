@@ -23,10 +23,6 @@ import (
 // or is not in the pod), a pod without a node gets 400 (an empty log for
 // pods/log), and a kubelet that cannot be reached 503.
 func servePodStream(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
-	if h.gr.Group == "" && h.gr.Resource == "nodes" && info.Subresource == "proxy" {
-		serveNodeProxy(ctx, h, w, r, info, out)
-		return
-	}
 	allowed := map[string][]string{"log": {"get"}, "exec": {"get", "create"}, "attach": {"get", "create"}, "portforward": {"get", "create"}}
 	ok := false
 	for _, v := range allowed[info.Subresource] {

@@ -164,6 +164,7 @@ type Server struct {
 	cachers   []*storage.Cacher
 
 	kubelet kubeletClient
+	proxy   proxyClient // pods/proxy, services/proxy (proxy.go)
 	// flow limits requests (API Priority and Fairness, or max-in-flight);
 	// apf is set when it is API Priority and Fairness.
 	flow flowcontrol.Limiter

@@ -22,7 +22,8 @@ type subresourceFunc func(ctx context.Context, h *resourceHandler, w http.Respon
 // subresourceHandlers are the handlers of the declared subresources
 // (registry.Subresource.Handler) beyond status and finalize, which the
 // update path serves. HandleConnect is where streams to the node agent
-// plug in (podsubresources.go).
+// plug in (podsubresources.go), HandleProxy the proxy subresources
+// (proxy.go).
 func subresourceHandlers() map[registry.SubresourceHandler]subresourceFunc {
 	return map[registry.SubresourceHandler]subresourceFunc{
 		registry.HandleScale:               serveScale,
@@ -31,6 +32,7 @@ func subresourceHandlers() map[registry.SubresourceHandler]subresourceFunc {
 		registry.HandleApproval:            serveCSRApproval,
 		registry.HandleEphemeralContainers: serveEphemeralContainers,
 		registry.HandleConnect:             servePodStream,
+		registry.HandleProxy:               serveProxy,
 		registry.HandleTokenRequest:        serveTokenRequest,
 	}
 }

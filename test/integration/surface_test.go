@@ -58,6 +58,11 @@ var coreSurface = []servedResource{
 	{gv: "v1", name: "secrets", kind: "Secret", namespaced: true, verbs: withVerbs("deletecollection")},
 	{gv: "v1", name: "namespaces", kind: "Namespace", verbs: crudVerbs, shortNames: []string{"ns"}},
 	{gv: "v1", name: "nodes", kind: "Node", verbs: withVerbs("deletecollection"), shortNames: []string{"no"}},
+	// The proxy subresources, as upstream lists them: the options kind, the
+	// verbs of the methods they relay.
+	{gv: "v1", name: "pods/proxy", kind: "PodProxyOptions", namespaced: true, verbs: []string{"create", "delete", "get", "patch", "update"}},
+	{gv: "v1", name: "services/proxy", kind: "ServiceProxyOptions", namespaced: true, verbs: []string{"create", "delete", "get", "patch", "update"}},
+	{gv: "v1", name: "nodes/proxy", kind: "NodeProxyOptions", verbs: []string{"create", "delete", "get", "patch", "update"}},
 	{gv: "v1", name: "endpoints", kind: "Endpoints", namespaced: true, verbs: withVerbs("deletecollection"), shortNames: []string{"ep"}},
 	{gv: "v1", name: "events", kind: "Event", namespaced: true, verbs: withVerbs("deletecollection"), shortNames: []string{"ev"}},
 	{gv: "v1", name: "serviceaccounts", kind: "ServiceAccount", namespaced: true, verbs: withVerbs("deletecollection"), shortNames: []string{"sa"}},

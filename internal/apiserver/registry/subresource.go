@@ -41,6 +41,11 @@ const (
 	// HandleConnect: a stream to the node agent that runs the object (pods
 	// log, exec, attach, portforward).
 	HandleConnect SubresourceHandler = "connect"
+	// HandleProxy: any HTTP request relayed to what the object names
+	// (nodes/proxy to the kubelet, pods/proxy to the pod's address,
+	// services/proxy to one of its endpoints), the rest of the URL path
+	// included.
+	HandleProxy SubresourceHandler = "proxy"
 	// HandleTokenRequest: an authentication.k8s.io/v1 TokenRequest for a
 	// service account, answered with a signed token (serviceaccounts/token).
 	HandleTokenRequest SubresourceHandler = "tokenrequest"
@@ -93,6 +98,14 @@ func ConnectSubresource(kind string, verbs ...string) Subresource {
 		s.Kind = schema.GroupVersionKind{Kind: kind}
 	}
 	return s
+}
+
+// ProxySubresource is the proxy subresource; kind is its options kind
+// (e.g. "PodProxyOptions") in the parent's group-version. It takes GET,
+// HEAD, POST, PUT, PATCH, DELETE and OPTIONS; its verbs are those the
+// methods other than OPTIONS map to (OPTIONS has no verb, as upstream's).
+func ProxySubresource(kind string) Subresource {
+	return Subresource{Handler: HandleProxy, Kind: schema.GroupVersionKind{Kind: kind}, Verbs: []string{"create", "delete", "get", "patch", "update"}}
 }
 
 // HasSubresource says whether r serves subresource name.

@@ -1,6 +1,7 @@
 // Package servicerouting finds where the API server sends traffic meant
 // for an in-cluster Service: admission webhooks and CRD conversion webhooks
-// given as a `service` reference, and aggregated APIs. Like upstream's
+// given as a `service` reference, aggregated APIs, and services/proxy
+// (ProxyEndpoint). Like upstream's
 // kube-apiserver with --enable-aggregator-routing, the API server does not
 // go through the service's ClusterIP (it may run on no node with a service
 // proxy): it picks a ready endpoint from the service's EndpointSlices and
@@ -29,6 +30,7 @@ import (
 var (
 	servicesGVR = corev1.SchemeGroupVersion.WithResource("services")
 	slicesGVR   = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
+	podsGVR     = corev1.SchemeGroupVersion.WithResource("pods")
 )
 
 // lookupTimeout bounds one resolution (two cache reads).
@@ -79,6 +81,24 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string, port int
 	if svcPort == nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", port, name))
 	}
+	slices, err := r.slices(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	family := corev1.IPFamilyUnknown
+	if len(svc.Spec.IPFamilies) > 0 {
+		family = svc.Spec.IPFamilies[0]
+	}
+	hostPort, ok := pickEndpoint(slices, svcPort.Name, family, rand.IntN, nil)
+	if !ok {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
+	}
+	return &url.URL{Scheme: "https", Host: hostPort}, nil
+}
+
+// slices are the EndpointSlices of service namespace/name (label
+// kubernetes.io/service-name), from the cache.
+func (r *Resolver) slices(ctx context.Context, namespace, name string) ([]*discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
 	if err := r.r.List(ctx, slicesGVR, namespace, false, list); err != nil {
 		return nil, err
@@ -89,22 +109,78 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string, port int
 			slices = append(slices, &list.Items[i])
 		}
 	}
-	family := corev1.IPFamilyUnknown
-	if len(svc.Spec.IPFamilies) > 0 {
-		family = svc.Spec.IPFamilies[0]
-	}
-	hostPort, ok := pickEndpoint(slices, svcPort.Name, family, rand.IntN)
-	if !ok {
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
-	}
-	return &url.URL{Scheme: "https", Host: hostPort}, nil
+	return slices, nil
 }
 
-// pickEndpoint chooses a ready endpoint serving the port named portName:
-// slices of the preferred family first, the slices otherwise and the
-// endpoints within a slice in an order drawn from intn. It is pure but for
-// intn (tests pass a fixed one).
-func pickEndpoint(slices []*discoveryv1.EndpointSlice, portName string, family corev1.IPFamily, intn func(int) int) (string, bool) {
+// ProxyEndpoint picks the "host:port" that services/proxy sends a request
+// for port of service namespace/name to, as upstream's service storage
+// (ResourceLocation) does. port is a port name, empty (the unnamed port),
+// or a number: then the service's port of that number gives the name (a
+// missing service is NotFound, a service without that port 503 "no
+// service port N found for service"). Only ready endpoints whose target
+// is a pod of the namespace with the endpoint's address among its pod IPs
+// qualify, so a hand-written EndpointSlice cannot point the API server at
+// another address; none is 503 "no endpoints available for service".
+// Slices of family (the cluster's primary one) are tried first.
+func (r *Resolver) ProxyEndpoint(ctx context.Context, namespace, name, port string, family corev1.IPFamily) (string, error) {
+	portName := port
+	if n, err := strconv.ParseInt(port, 10, 64); err == nil {
+		svc := &corev1.Service{}
+		if err := r.r.Get(ctx, servicesGVR, namespace, name, false, svc); err != nil {
+			return "", err
+		}
+		found := false
+		for _, p := range svc.Spec.Ports {
+			if int64(p.Port) == n {
+				portName, found = p.Name, true
+				break
+			}
+		}
+		if !found {
+			return "", apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", n, name))
+		}
+	}
+	noEndpoints := apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
+	slices, err := r.slices(ctx, namespace, name)
+	if err != nil {
+		return "", apierrors.NewInternalError(err)
+	}
+	if len(slices) == 0 {
+		return "", noEndpoints
+	}
+	hostPort, ok := pickEndpoint(slices, portName, family, rand.IntN, func(ep *discoveryv1.Endpoint) bool {
+		return r.isPodAddress(ctx, namespace, ep)
+	})
+	if !ok {
+		return "", noEndpoints
+	}
+	return hostPort, nil
+}
+
+// isPodAddress says whether ep targets a pod of namespace that has the
+// endpoint's first address among its pod IPs.
+func (r *Resolver) isPodAddress(ctx context.Context, namespace string, ep *discoveryv1.Endpoint) bool {
+	if ep.TargetRef == nil || ep.TargetRef.Namespace != namespace {
+		return false
+	}
+	pod := &corev1.Pod{}
+	if err := r.r.Get(ctx, podsGVR, namespace, ep.TargetRef.Name, false, pod); err != nil {
+		return false
+	}
+	for _, ip := range pod.Status.PodIPs {
+		if ip.IP == ep.Addresses[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// pickEndpoint chooses a ready endpoint serving the port named portName
+// for which valid (when not nil) holds: slices of the preferred family
+// first, the slices otherwise and the endpoints within a slice in an
+// order drawn from intn. It is pure but for intn (tests pass a fixed one)
+// and valid.
+func pickEndpoint(slices []*discoveryv1.EndpointSlice, portName string, family corev1.IPFamily, intn func(int) int, valid func(*discoveryv1.Endpoint) bool) (string, bool) {
 	order := make([]int, len(slices))
 	for i := range order {
 		order[i] = intn(len(slices) + 1)
@@ -131,6 +207,9 @@ func pickEndpoint(slices []*discoveryv1.EndpointSlice, portName string, family c
 			for k := range s.Endpoints {
 				ep := &s.Endpoints[(start+k)%len(s.Endpoints)]
 				if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || len(ep.Addresses) == 0 {
+					continue
+				}
+				if valid != nil && !valid(ep) {
 					continue
 				}
 				return net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(*p.Port))), true

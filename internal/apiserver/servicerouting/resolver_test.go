@@ -117,7 +117,7 @@ func TestPickEndpointPrefersFamily(t *testing.T) {
 	v6.AddressType = discoveryv1.AddressTypeIPv6
 	v4 := slice("v4", "hook", "https", 443, endpoint("192.0.2.1", nil))
 	last := func(n int) int { return n - 1 } // would put v4 first were it not for the family
-	got, ok := pickEndpoint([]*discoveryv1.EndpointSlice{v4, v6}, "https", corev1.IPv6Protocol, last)
+	got, ok := pickEndpoint([]*discoveryv1.EndpointSlice{v4, v6}, "https", corev1.IPv6Protocol, last, nil)
 	if !ok || got != "[2001:db8::1]:443" {
 		t.Errorf("picked %q %v, want the IPv6 endpoint", got, ok)
 	}

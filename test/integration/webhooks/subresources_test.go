@@ -35,8 +35,8 @@ import (
 )
 
 // TestWebhookSubresourcesAndCredentials: the requests upstream admits on
-// subresources (CONNECT of pods/exec, attach, portforward and
-// nodes/proxy with their options objects; CREATE of pods/binding,
+// subresources (CONNECT of pods/exec, attach, portforward, pods/proxy,
+// services/proxy and nodes/proxy with their options objects; CREATE of pods/binding,
 // bindings, pods/eviction and serviceaccounts/token) reach a webhook
 // with upstream's resource, subresource, operation and kind, and its
 // refusal stops them with its message; and the webhook plugins present
@@ -188,7 +188,8 @@ func testSubresources(t *testing.T, ctx context.Context, e *env) {
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Connect},
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{
-				"pods/exec", "pods/attach", "pods/portforward", "pods/binding", "pods/eviction", "nodes/proxy", "serviceaccounts/token", "bindings"}},
+				"pods/exec", "pods/attach", "pods/portforward", "pods/binding", "pods/eviction", "nodes/proxy", "serviceaccounts/token", "bindings",
+				"pods/proxy", "services/proxy"}},
 		}},
 	})
 	refusal := func(what string) string {
@@ -262,6 +263,25 @@ func testSubresources(t *testing.T, ctx context.Context, e *env) {
 			object: func(t *testing.T, obj map[string]any) {
 				if fmt.Sprint(obj["ports"]) != "[8080 9090]" {
 					t.Errorf("port-forward options %v, want ports [8080 9090]", obj)
+				}
+			}},
+		{what: "CONNECT pods/proxy", sub: "proxy", op: admissionv1.Connect, resource: core("pods"), kind: coreKind("PodProxyOptions"), name: "https:p:8443",
+			// The pod has no address: allowed, the request then fails 400.
+			do: func(ns string) error {
+				return rc.Delete().AbsPath("/api/v1/namespaces/"+ns+"/pods/https:p:8443/proxy/some/path/").Param("q", "1").Do(ctx).Error()
+			},
+			object: func(t *testing.T, obj map[string]any) {
+				if obj["path"] != "/some/path/" {
+					t.Errorf("pod proxy options %v, want path /some/path/", obj)
+				}
+			}},
+		{what: "CONNECT services/proxy", sub: "proxy", op: admissionv1.Connect, resource: core("services"), kind: coreKind("ServiceProxyOptions"), name: "web:http",
+			do: func(ns string) error {
+				return rc.Get().AbsPath("/api/v1/namespaces/" + ns + "/services/web:http/proxy").Do(ctx).Error()
+			},
+			object: func(t *testing.T, obj map[string]any) {
+				if p, ok := obj["path"]; ok && p != "" {
+					t.Errorf("service proxy options %v, want no path", obj)
 				}
 			}},
 		{what: "CREATE pods/binding", sub: "binding", op: admissionv1.Create, resource: core("pods"), kind: coreKind("Binding"), name: "p",

@@ -44,7 +44,7 @@ func Resource() registry.Resource {
 		New:           func() runtime.Object { return &corev1.Node{} },
 		NewList:       func() runtime.Object { return &corev1.NodeList{} },
 		Strategy:      Strategy{},
-		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "proxy": registry.ConnectSubresource("NodeProxyOptions", "create", "delete", "get", "patch", "update")},
+		Subresources:  map[string]registry.Subresource{"status": registry.StatusSubresource(), "proxy": registry.ProxySubresource("NodeProxyOptions")},
 	}
 }
 

@@ -40,7 +40,7 @@ func Resource() registry.Resource {
 		Subresources: map[string]registry.Subresource{
 			"status": registry.StatusSubresource(), "binding": registry.BindingSubresource(), "eviction": registry.EvictionSubresource(),
 			"log": registry.ConnectSubresource("", "get"), "exec": registry.ConnectSubresource("PodExecOptions", "create", "get"), "attach": registry.ConnectSubresource("PodAttachOptions", "create", "get"), "portforward": registry.ConnectSubresource("PodPortForwardOptions", "create", "get"),
-			"ephemeralcontainers": registry.EphemeralContainersSubresource(),
+			"ephemeralcontainers": registry.EphemeralContainersSubresource(), "proxy": registry.ProxySubresource("PodProxyOptions"),
 		},
 	}
 }

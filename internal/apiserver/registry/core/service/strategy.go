@@ -37,7 +37,7 @@ func Resource(alloc *allocator.Services) registry.Resource {
 		New:                 func() runtime.Object { return &corev1.Service{} },
 		NewList:             func() runtime.Object { return &corev1.ServiceList{} },
 		Strategy:            NewStrategy(alloc),
-		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource()},
+		Subresources:        map[string]registry.Subresource{"status": registry.StatusSubresource(), "proxy": registry.ProxySubresource("ServiceProxyOptions")},
 	}
 }
 
