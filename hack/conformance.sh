@@ -65,7 +65,7 @@ UPSTREAM=$REPO/hack/upstream/build.sh
 KUBE_SRC=/root/go/pkg/mod/k8s.io/kubernetes@$(sed -n 's/^\(require\)\{0,1\}[[:space:]]*k8s.io\/kubernetes \(v[0-9.]*\)$/\2/p' hack/upstream/go.mod)
 # The Debian packages the images carry that the host may lack (the rest of
 # their libraries are the host's, Debian 12 too).
-DEBS=(nginx netcat-openbsd bind9-dnsutils bind9-host bind9-libs libfstrm0 libjemalloc2 liblmdb0 libmaxminddb0 libprotobuf-c1 libuv1)
+DEBS=(nginx netcat-openbsd socat bind9-dnsutils bind9-host bind9-libs libfstrm0 libjemalloc2 liblmdb0 libmaxminddb0 libprotobuf-c1 libuv1 libwrap0)
 
 log() { echo "conformance: $*" >&2; }
 die() {
@@ -102,14 +102,16 @@ build() {
 
 images() {
 	local debs=$CACHE/debs root=$CACHE/debroot
-	if [ ! -e "$root/.done" ]; then
+	# .done holds the package list it was made from: a changed list
+	# downloads again.
+	if [ "$(cat "$root/.done" 2>/dev/null)" != "${DEBS[*]}" ]; then
 		log "downloading Debian packages: ${DEBS[*]}"
 		mkdir -p "$debs"
 		rm -rf "$root"
 		mkdir -p "$root"
 		(cd "$debs" && apt-get download "${DEBS[@]}" >/dev/null)
 		for d in "$debs"/*.deb; do dpkg -x "$d" "$root"; done
-		touch "$root/.done"
+		echo "${DEBS[*]}" >"$root/.done"
 	fi
 	# The aggregator test's two images only when their programs were built.
 	local opt=() p
