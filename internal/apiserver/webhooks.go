@@ -150,6 +150,9 @@ func (s *Server) convertVersion(obj runtime.Object, to schema.GroupVersionKind) 
 		}
 	}
 	if st := ht.res.Stored; st != nil {
+		if stored == obj { // FromStored may take over its memory
+			stored = obj.DeepCopyObject()
+		}
 		out := ht.res.New()
 		if err := st.FromStored(stored, out); err != nil {
 			return nil, err

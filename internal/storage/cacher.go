@@ -38,7 +38,7 @@ type CachedObject struct {
 	Object runtime.Object
 	RV     int64
 	Labels labels.Set
-	Fields fields.Set
+	Fields FieldValues
 
 	mu  sync.Mutex
 	enc map[string][]byte
@@ -122,10 +122,11 @@ const minHistory = 100
 // from a revision whose following events the cache never saw.
 type Cacher struct {
 	*Store
-	prefix   string
-	getAttrs func(runtime.Object) (labels.Set, fields.Set, error)
-	newList  func() runtime.Object
-	opts     CacherOptions
+	prefix     string
+	getAttrs   func(runtime.Object) (labels.Set, fields.Set, error)
+	newList    func() runtime.Object
+	opts       CacherOptions
+	fieldNames fieldNames
 
 	mu       sync.RWMutex
 	items    map[string]*CachedObject
@@ -350,15 +351,14 @@ func (c *Cacher) cachedObject(key string, obj runtime.Object, rv int64) (*Cached
 			return nil, err
 		}
 	}
-	return &CachedObject{Key: key, Object: obj, RV: rv, Labels: l, Fields: f}, nil
+	return &CachedObject{Key: key, Object: obj, RV: rv, Labels: l, Fields: c.fieldNames.values(f)}, nil
 }
 
-// event turns an etcd event into the cache's, or nil when there is nothing
-// to tell (a delete of something the cache never held, an undecodable
-// object). A delete without its previous value (etcd may leave it out)
-// uses the state the cache holds.
-func (c *Cacher) event(logger klog.Logger, ev *clientv3.Event, prevItem *CachedObject) *CacheEvent {
-	key := string(ev.Kv.Key)
+// event turns an etcd event on key into the cache's, or nil when there is
+// nothing to tell (a delete of something the cache never held, an
+// undecodable object). A delete without its previous value (etcd may leave
+// it out) uses the state the cache holds.
+func (c *Cacher) event(logger klog.Logger, key string, ev *clientv3.Event, prevItem *CachedObject) *CacheEvent {
 	rev := ev.Kv.ModRevision
 	e := &CacheEvent{Key: key, RV: rev, Prev: prevItem}
 	if ev.Type == mvccpb.DELETE {
@@ -409,13 +409,17 @@ func (c *Cacher) event(logger klog.Logger, ev *clientv3.Event, prevItem *CachedO
 }
 
 func (c *Cacher) apply(logger klog.Logger, ev *clientv3.Event) {
-	key := string(ev.Kv.Key)
 	rev := ev.Kv.ModRevision
 	c.mu.RLock()
-	prev := c.items[key]
+	prev := c.items[string(ev.Kv.Key)]
 	c.mu.RUnlock()
-	// Only Start writes items, so prev is still current below.
-	e := c.event(logger, ev, prev)
+	// Only Start writes items, so prev is still current below. One copy
+	// of the key serves the map, the cached object and the event.
+	key := string(ev.Kv.Key)
+	if prev != nil {
+		key = prev.Key
+	}
+	e := c.event(logger, key, ev, prev)
 
 	c.mu.Lock()
 	if e != nil {

@@ -24,9 +24,9 @@ type Custom struct {
 type customDocs struct {
 	items  []Custom
 	v3     map[string]*document // the custom group versions only
-	v3Root document
+	v3Root *document
 	v2once sync.Once
-	v2     document
+	v2     *document
 	v2err  error
 }
 
@@ -63,7 +63,7 @@ func (o *OpenAPI) SetCustom(items []Custom) error {
 		if err != nil {
 			return fmt.Errorf("openapi v3 %s: %w", key, err)
 		}
-		c.v3[key] = &doc
+		c.v3[key] = doc
 		root[key] = map[string]any{"serverRelativeURL": serverRelativeURL(key, doc.etag)}
 	}
 	rootDoc, err := encode(map[string]any{"paths": root}, nil)
@@ -98,14 +98,19 @@ func mergeComponents(dst, src map[string]any) {
 }
 
 // v2Doc is the Swagger 2.0 document to serve.
-func (o *OpenAPI) v2Doc() (document, error) {
+func (o *OpenAPI) v2Doc() (*document, error) {
 	c := o.custom.Load()
 	if c == nil {
 		return o.v2, nil
 	}
 	c.v2once.Do(func() {
 		var doc map[string]any
-		if c.v2err = json.Unmarshal(o.v2.json.body, &doc); c.v2err != nil {
+		j, err := o.v2.json()
+		if err != nil {
+			c.v2err = err
+			return
+		}
+		if c.v2err = json.Unmarshal(j, &doc); c.v2err != nil {
 			return
 		}
 		sort.Slice(c.items, func(i, j int) bool { return gvPath(c.items[i].GroupVersion) < gvPath(c.items[j].GroupVersion) })
@@ -123,7 +128,7 @@ func (o *OpenAPI) v2Doc() (document, error) {
 }
 
 // v3Docs are the OpenAPI 3.0 root and the document of a group version.
-func (o *OpenAPI) v3RootDoc() document {
+func (o *OpenAPI) v3RootDoc() *document {
 	if c := o.custom.Load(); c != nil {
 		return c.v3Root
 	}

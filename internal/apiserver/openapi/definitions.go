@@ -12,7 +12,11 @@ import (
 // reads them.
 func (o *OpenAPI) Definitions() (map[string]*spec.Schema, error) {
 	var doc spec.Swagger
-	if err := json.Unmarshal(o.v2.json.body, &doc); err != nil {
+	j, err := o.v2.json()
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(j, &doc); err != nil {
 		return nil, fmt.Errorf("parse swagger document: %w", err)
 	}
 	out := make(map[string]*spec.Schema, len(doc.Definitions))

@@ -19,12 +19,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,24 +54,50 @@ const (
 	v3GroupPrefix = "/openapi/v3/"
 )
 
-// encoded is one document in one media type.
-type encoded struct {
-	body []byte
-	gzip []byte
+// document is one OpenAPI document. Only its JSON form is kept, and that
+// gzipped (a tenth of its size): it is served as it is to clients that
+// accept gzip (client-go, kubectl), decompressed for the others, and the
+// protobuf form is made from it on its first request, then kept gzipped
+// too. Most servers are never asked for most documents, and the JSON,
+// protobuf and gzip forms of every one together were the largest part of
+// an idle server's heap. The ETag is the SHA-512 of the JSON form, as
+// upstream computes it.
+type document struct {
+	jsonGzip []byte
+	etag     string
+
+	toProto   func([]byte) ([]byte, error) // nil: no protobuf form
+	protoOnce sync.Once
+	protoGzip []byte
+	protoErr  error
 }
 
-// document is one OpenAPI document in its encodings. The ETag is the
-// SHA-512 of the JSON form, as upstream computes it.
-type document struct {
-	json, proto encoded
-	etag        string
+// json is the document's JSON form, decompressed.
+func (d *document) json() ([]byte, error) { return gunzip(d.jsonGzip) }
+
+// proto is the document's protobuf form, gzipped.
+func (d *document) proto() ([]byte, error) {
+	d.protoOnce.Do(func() {
+		j, err := d.json()
+		if err != nil {
+			d.protoErr = err
+			return
+		}
+		pb, err := d.toProto(j)
+		if err != nil {
+			d.protoErr = err
+			return
+		}
+		d.protoGzip, d.protoErr = compress(pb)
+	})
+	return d.protoGzip, d.protoErr
 }
 
 // OpenAPI serves the documents. It is safe for concurrent use.
 type OpenAPI struct {
-	v2     document
+	v2     *document
 	v3     map[string]*document // by "api/v1", "apis/apps/v1"
-	v3Root document
+	v3Root *document
 	err    error
 	// custom, when set, adds the custom resources (custom.go).
 	custom atomic.Pointer[customDocs]
@@ -209,7 +237,7 @@ func (o *OpenAPI) build(resources []registry.Resource, version string) error {
 		if err != nil {
 			return fmt.Errorf("openapi v3 %s: %w", key, err)
 		}
-		o.v3[key] = &doc
+		o.v3[key] = doc
 		root[key] = map[string]any{"serverRelativeURL": serverRelativeURL(key, doc.etag)}
 	}
 	rootDoc, err := encode(map[string]any{"paths": root}, nil)
@@ -286,46 +314,46 @@ func openapiv3Proto(j []byte) ([]byte, error) {
 	return proto.Marshal(doc)
 }
 
-// encode renders a document to JSON (keys sorted, so deterministic), to
-// protobuf when toProto is given, and gzips both.
-func encode(doc map[string]any, toProto func([]byte) ([]byte, error)) (document, error) {
+// encode renders a document to JSON (keys sorted, so deterministic) and
+// keeps it gzipped; toProto, when given, makes its protobuf form on
+// demand.
+func encode(doc map[string]any, toProto func([]byte) ([]byte, error)) (*document, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(doc); err != nil {
-		return document{}, fmt.Errorf("encode json: %w", err)
+		return nil, fmt.Errorf("encode json: %w", err)
 	}
 	j := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	d := document{etag: fmt.Sprintf("%X", sha512.Sum512(j))}
+	d := &document{etag: fmt.Sprintf("%X", sha512.Sum512(j)), toProto: toProto}
 	var err error
-	if d.json, err = compress(j); err != nil {
-		return document{}, err
-	}
-	if toProto != nil {
-		pb, err := toProto(j)
-		if err != nil {
-			return document{}, err
-		}
-		if d.proto, err = compress(pb); err != nil {
-			return document{}, err
-		}
+	if d.jsonGzip, err = compress(j); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
 
-func compress(b []byte) (encoded, error) {
+func compress(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	if err != nil {
-		return encoded{}, fmt.Errorf("gzip: %w", err)
+		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	if _, err := zw.Write(b); err != nil {
-		return encoded{}, fmt.Errorf("gzip: %w", err)
+		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	if err := zw.Close(); err != nil {
-		return encoded{}, fmt.Errorf("gzip: %w", err)
+		return nil, fmt.Errorf("gzip: %w", err)
 	}
-	return encoded{body: b, gzip: buf.Bytes()}, nil
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	return io.ReadAll(zr)
 }
 
 // ServeHTTP answers the OpenAPI endpoints; other paths get 404.
@@ -341,7 +369,7 @@ func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == v3Path || r.URL.Path == v3Path+"/":
 		w.Header().Set("Content-Type", mediaJSON)
 		root := o.v3RootDoc()
-		serveBytes(w, r, root.etag, root.json)
+		serveBytes(w, r, root.etag, root.jsonGzip)
 	case strings.HasPrefix(r.URL.Path, v3GroupPrefix):
 		o.serveV3Group(w, r, strings.TrimPrefix(r.URL.Path, v3GroupPrefix))
 	default:
@@ -382,9 +410,13 @@ func (o *OpenAPI) serveV2(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	body := v2.json
+	body := v2.jsonGzip
 	if media != mediaJSON {
-		media, body = mediaV2PB, v2.proto
+		media = mediaV2PB
+		if body, err = v2.proto(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", media)
 	serveBytes(w, r, v2.etag, body)
@@ -402,9 +434,14 @@ func (o *OpenAPI) serveV3Group(w http.ResponseWriter, r *http.Request, key strin
 		http.Error(w, "no acceptable media type: OpenAPI v3 documents are served as "+mediaJSON+" or "+mediaV3PB, http.StatusNotAcceptable)
 		return
 	}
-	body := doc.json
+	body := doc.jsonGzip
 	if media != mediaJSON {
-		media, body = mediaV3PB, doc.proto
+		media = mediaV3PB
+		var err error
+		if body, err = doc.proto(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	if hash := r.URL.Query().Get("hash"); hash != "" {
 		if hash != doc.etag {
@@ -419,15 +456,21 @@ func (o *OpenAPI) serveV3Group(w http.ResponseWriter, r *http.Request, key strin
 	serveBytes(w, r, doc.etag, body)
 }
 
-// serveBytes writes a document with its ETag, answering conditional
-// requests, gzipped when the client accepts it.
-func serveBytes(w http.ResponseWriter, r *http.Request, etag string, e encoded) {
+// serveBytes writes a gzipped document with its ETag, answering
+// conditional requests, decompressed for clients that do not accept gzip.
+func serveBytes(w http.ResponseWriter, r *http.Request, etag string, gz []byte) {
 	w.Header().Set("Etag", strconv.Quote(etag))
 	w.Header().Add("Vary", "Accept-Encoding")
-	body := e.body
+	body := gz
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
-		body = e.gzip
+	} else {
+		var err error
+		if body, err = gunzip(gz); err != nil {
+			w.Header().Del("Etag")
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }

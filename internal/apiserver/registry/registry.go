@@ -83,6 +83,8 @@ type CustomStorage struct {
 }
 
 // StoredVersion converts between a served version and the stored one.
+// FromStored may take over the stored object's memory: callers pass one
+// they no longer use (the storage codec's freshly decoded object, a copy).
 type StoredVersion struct {
 	GVK        schema.GroupVersionKind
 	New        func() runtime.Object

@@ -39,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -332,6 +333,15 @@ func (m *Manager) controllerConfig(name string, creds *accountCredentials) *rest
 	return c
 }
 
+// trimManagedFields is the informers' transform: it drops an object's
+// managedFields before the informer caches it.
+func trimManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 // run builds, syncs and starts the enabled controllers, and blocks until
 // ctx is done or one fails.
 func (m *Manager) run(ctx context.Context) error {
@@ -347,8 +357,11 @@ func (m *Manager) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controller manager: metadata informer client: %w", err)
 	}
-	factory := informers.NewSharedInformerFactory(shared, m.opts.ResyncPeriod)
-	metaFactory := metadatainformer.NewSharedInformerFactory(metaShared, m.opts.ResyncPeriod)
+	// Both factories drop managedFields from what they cache, as
+	// kube-controller-manager's do: no controller reads them, and they are
+	// often the larger part of an object.
+	factory := informers.NewSharedInformerFactoryWithOptions(shared, m.opts.ResyncPeriod, informers.WithTransform(trimManagedFields))
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaShared, m.opts.ResyncPeriod, metadatainformer.WithTransform(trimManagedFields))
 	defer factory.Shutdown()
 	defer metaFactory.Shutdown()
 

@@ -35,12 +35,14 @@ var storedAsCore = &registry.StoredVersion{
 		}
 		return event.ToCore(ev), nil
 	},
+	// The storage codec decodes into a fresh core/v1 Event for each read,
+	// so the served form takes over its memory rather than copying it.
 	FromStored: func(stored, into runtime.Object) error {
 		core, ok := stored.(*corev1.Event)
 		if !ok {
 			return fmt.Errorf("expected a stored core/v1 Event, got %T", stored)
 		}
-		*into.(*eventsv1.Event) = *event.FromCore(core)
+		event.MoveFromCore(core, into.(*eventsv1.Event))
 		return nil
 	},
 }

@@ -133,8 +133,17 @@ func ToCore(ev *eventsv1.Event) *corev1.Event {
 // FromCore converts a stored core/v1 Event into its events.k8s.io/v1 form.
 // The result shares no memory with ev.
 func FromCore(ev *corev1.Event) *eventsv1.Event {
-	ev = ev.DeepCopy()
-	out := &eventsv1.Event{
+	out := &eventsv1.Event{}
+	MoveFromCore(ev.DeepCopy(), out)
+	return out
+}
+
+// MoveFromCore converts a core/v1 Event into its events.k8s.io/v1 form in
+// into, which takes over ev's memory (its metadata, references and
+// strings): for an Event just decoded and no longer needed, such as the
+// stored form the storage codec reads, it saves copying it.
+func MoveFromCore(ev *corev1.Event, into *eventsv1.Event) {
+	*into = eventsv1.Event{
 		TypeMeta:                 metav1.TypeMeta{APIVersion: eventsv1.SchemeGroupVersion.String(), Kind: "Event"},
 		ObjectMeta:               ev.ObjectMeta,
 		EventTime:                ev.EventTime,
@@ -152,7 +161,6 @@ func FromCore(ev *corev1.Event) *eventsv1.Event {
 		DeprecatedCount:          ev.Count,
 	}
 	if ev.Series != nil {
-		out.Series = &eventsv1.EventSeries{Count: ev.Series.Count, LastObservedTime: ev.Series.LastObservedTime}
+		into.Series = &eventsv1.EventSeries{Count: ev.Series.Count, LastObservedTime: ev.Series.LastObservedTime}
 	}
-	return out
 }
