@@ -401,6 +401,18 @@ func TestProxySubresources(t *testing.T) {
 		}
 	})
 
+	t.Run("published in OpenAPI", func(t *testing.T) {
+		for _, doc := range []string{"/openapi/v2", "/openapi/v3/api/v1"} {
+			r := proxyDo(t, admin, "GET", doc, "")
+			for _, p := range []string{"/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path}", "/api/v1/namespaces/{namespace}/services/{name}/proxy",
+				"connectCoreV1OptionsNamespacedPodProxyWithPath", "connectCoreV1PostNamespacedServiceProxy"} {
+				if !strings.Contains(r.body, `"`+p+`"`) {
+					t.Errorf("%s (%d) lacks %s", doc, r.code, p)
+				}
+			}
+		}
+	})
+
 	t.Run("authorization is the method's verb on the proxy subresource", func(t *testing.T) {
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"get", "list", "watch"}}}}

@@ -49,6 +49,7 @@ func testResources() []registry.Resource {
 				res.Subresources[s] = map[string]registry.Subresource{
 					"status": registry.StatusSubresource(), "scale": registry.ScaleSubresource(),
 					"binding": registry.BindingSubresource(), "finalize": registry.FinalizeSubresource(),
+					"proxy": registry.ProxySubresource(kind + "ProxyOptions"),
 				}[s]
 			}
 		}
@@ -60,10 +61,10 @@ func testResources() []registry.Resource {
 		return r
 	}
 	return []registry.Resource{
-		returnsObject(r(core, "pods", "Pod", true, func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, "status", "binding"), true),
-		r(core, "nodes", "Node", false, func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, "status"),
+		returnsObject(r(core, "pods", "Pod", true, func() runtime.Object { return &corev1.Pod{} }, func() runtime.Object { return &corev1.PodList{} }, "status", "binding", "proxy"), true),
+		r(core, "nodes", "Node", false, func() runtime.Object { return &corev1.Node{} }, func() runtime.Object { return &corev1.NodeList{} }, "status", "proxy"),
 		returnsObject(r(core, "namespaces", "Namespace", false, func() runtime.Object { return &corev1.Namespace{} }, func() runtime.Object { return &corev1.NamespaceList{} }, "status", "finalize"), false),
-		returnsObject(r(core, "services", "Service", true, func() runtime.Object { return &corev1.Service{} }, func() runtime.Object { return &corev1.ServiceList{} }, "status"), true),
+		returnsObject(r(core, "services", "Service", true, func() runtime.Object { return &corev1.Service{} }, func() runtime.Object { return &corev1.ServiceList{} }, "status", "proxy"), true),
 		r(core, "configmaps", "ConfigMap", true, func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} }),
 		r(core, "secrets", "Secret", true, func() runtime.Object { return &corev1.Secret{} }, func() runtime.Object { return &corev1.SecretList{} }),
 		r(core, "endpoints", "Endpoints", true, func() runtime.Object { return &corev1.Endpoints{} }, func() runtime.Object { return &corev1.EndpointsList{} }),
@@ -278,6 +279,67 @@ func TestOperations(t *testing.T) {
 				want := []string{"application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"}
 				if diff := cmp.Diff(want, types); diff != "" {
 					t.Errorf("patch content types (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// The proxy subresources are documented as upstream's: a path without
+// and one with {path}, a connect operation for each method it relays,
+// named connectCoreV1<Method><scope><Kind>Proxy[WithPath], of the options
+// kind, answering a string of any type.
+func TestProxyOperations(t *testing.T) {
+	_, cfg := serve(t)
+	doc, err := openapi3.NewRoot(discoveryClient(t, cfg).OpenAPIV3()).GVSpec(schema.GroupVersion{Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, idPart, kind string
+		wantParams         []string
+	}{
+		{"/api/v1/namespaces/{namespace}/pods/{name}/proxy", "NamespacedPodProxy", "PodProxyOptions", []string{"path name", "path namespace", "query path"}},
+		{"/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path}", "NamespacedPodProxyWithPath", "PodProxyOptions", []string{"path name", "path namespace", "path path", "query path"}},
+		{"/api/v1/namespaces/{namespace}/services/{name}/proxy/{path}", "NamespacedServiceProxyWithPath", "ServiceProxyOptions", []string{"path name", "path namespace", "path path", "query path"}},
+		{"/api/v1/nodes/{name}/proxy", "NodeProxy", "NodeProxyOptions", []string{"path name", "query path"}},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			item := doc.Paths.Paths[tc.path]
+			if item == nil {
+				t.Fatalf("path %s missing", tc.path)
+			}
+			var params []string
+			for _, p := range item.Parameters {
+				params = append(params, p.In+" "+p.Name)
+			}
+			sort.Strings(params)
+			if diff := cmp.Diff(tc.wantParams, params); diff != "" {
+				t.Errorf("parameters (-want +got):\n%s", diff)
+			}
+			ops := map[string]*spec3.Operation{"Delete": item.Delete, "Get": item.Get, "Head": item.Head, "Options": item.Options,
+				"Patch": item.Patch, "Post": item.Post, "Put": item.Put}
+			for method, op := range ops {
+				if op == nil {
+					t.Errorf("%s missing", method)
+					continue
+				}
+				var gvk map[string]string
+				if err := op.Extensions.GetObject("x-kubernetes-group-version-kind", &gvk); err != nil {
+					t.Fatal(err)
+				}
+				action, _ := op.Extensions.GetString("x-kubernetes-action")
+				resp := op.Responses.StatusCodeResponses[200]
+				var types []string
+				if resp != nil {
+					for ct, media := range resp.Content {
+						types = append(types, ct+" "+strings.Join(media.Schema.Type, ","))
+					}
+				}
+				got := []any{op.OperationId, action, gvk, types}
+				want := []any{"connectCoreV1" + method + tc.idPart, "connect", map[string]string{"group": "", "version": "v1", "kind": tc.kind}, []string{"*/* string"}}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", method, diff)
 				}
 			}
 		})

@@ -34,6 +34,7 @@ type operation struct {
 	respond   string // definition name of the success response
 	codes     []string
 	watchable bool // list: also streams watch events
+	connect   bool // a proxy: any body, any response (a string)
 }
 
 type pathItem struct {
@@ -238,12 +239,50 @@ func resourcePaths(res registry.Resource, n defNames) []pathItem {
 			pu := op("put", "replace", "put", suffix, "replace finalize of the specified "+kind, writeParams)
 			pu.body, pu.bodyReq, pu.respond, pu.codes = kindDef, true, kindDef, []string{"200", "201"}
 			p.ops = []operation{pu}
+		case registry.HandleProxy:
+			items = append(items, proxyPaths(res, p, gv.WithKind(res.Subresources[sub].Kind.Kind), idGV, tag, scope+kind+operationIDPart(sub, false))...)
+			continue
 		default:
 			continue
 		}
 		items = append(items, p)
 	}
 	return items
+}
+
+// proxyMethods are the methods a proxy subresource relays.
+var proxyMethods = []string{"delete", "get", "head", "options", "patch", "post", "put"}
+
+// proxyPaths are the paths of a proxy subresource: .../{name}/proxy and
+// .../{name}/proxy/{path}, each with a connect operation a method, as
+// upstream names them (connectCoreV1GetNamespacedPodProxy[WithPath]).
+// The options kind names the objects; the rest of the path may also come
+// as the query parameter path.
+func proxyPaths(res registry.Resource, bare pathItem, optsGVK schema.GroupVersionKind, idGV, tag, suffix string) []pathItem {
+	what := strings.ToLower(res.Kind)
+	pQueryPath := param{name: "path", in: "query", typ: "string", desc: "The path to relay the request to on the " + what + " (the rest of the URL path when it has one)."}
+	pPathPath := param{name: "path", in: "path", typ: "string", required: true, desc: "The path to relay the request to."}
+	params := []param{pName(optsGVK.Kind)}
+	if res.Namespaced {
+		params = append(params, pNamespace)
+	}
+	withPath := pathItem{path: bare.path + "/{path}", params: append(append([]param(nil), params...), pPathPath, pQueryPath)}
+	bare.params = append(params, pQueryPath)
+	for _, item := range []*pathItem{&bare, &withPath} {
+		idSuffix := suffix
+		if item == &withPath {
+			idSuffix += "WithPath"
+		}
+		for _, m := range proxyMethods {
+			method := strings.ToUpper(m)
+			item.ops = append(item.ops, operation{
+				method: m, id: "connect" + idGV + operationIDPart(m, false) + idSuffix,
+				desc: "relay " + method + " requests to the " + what + " through the proxy subresource", action: "connect",
+				gvk: optsGVK, tag: tag, codes: []string{"200"}, connect: true,
+			})
+		}
+	}
+	return []pathItem{bare, withPath}
 }
 
 // Content types of responses and request bodies.
@@ -306,10 +345,13 @@ func (o operation) v2() map[string]any {
 	if o.watchable {
 		m["produces"] = listMediaTypes
 	}
+	if o.connect {
+		m["produces"] = []string{"*/*"}
+	}
 	m["schemes"] = []string{"https"}
 	responses := map[string]any{"401": map[string]any{"description": "Unauthorized"}}
 	for _, c := range o.codes {
-		responses[c] = map[string]any{"description": codeText[c], "schema": map[string]any{"$ref": refPrefix(false) + o.respond}}
+		responses[c] = map[string]any{"description": codeText[c], "schema": o.responseSchema(false)}
 	}
 	m["responses"] = responses
 	return m
@@ -343,16 +385,28 @@ func (o operation) v3() map[string]any {
 	if o.watchable {
 		types = listMediaTypes
 	}
+	if o.connect {
+		types = []string{"*/*"}
+	}
 	responses := map[string]any{"401": map[string]any{"description": "Unauthorized"}}
 	for _, c := range o.codes {
 		content := map[string]any{}
 		for _, t := range types {
-			content[t] = map[string]any{"schema": map[string]any{"$ref": refPrefix(true) + o.respond}}
+			content[t] = map[string]any{"schema": o.responseSchema(true)}
 		}
 		responses[c] = map[string]any{"description": codeText[c], "content": content}
 	}
 	m["responses"] = responses
 	return m
+}
+
+// responseSchema is the schema of a success response: the respond
+// definition, or a string for a proxy.
+func (o operation) responseSchema(v3 bool) map[string]any {
+	if o.connect {
+		return map[string]any{"type": "string"}
+	}
+	return map[string]any{"$ref": refPrefix(v3) + o.respond}
 }
 
 var codeText = map[string]string{"200": "OK", "201": "Created", "202": "Accepted"}
