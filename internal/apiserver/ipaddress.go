@@ -138,7 +138,7 @@ func (c ipClaimer) ClaimIP(ctx context.Context, ip string, owner allocator.Owner
 	obj := &networkingv1.IPAddress{
 		TypeMeta: metav1.TypeMeta{Kind: "IPAddress", APIVersion: "networking.k8s.io/v1"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ip, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second)),
+			Name: ip, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(c.srv.clock.Now().Truncate(time.Second)),
 			Labels: map[string]string{ipFamilyLabel: family, managedByLabel: managedByValue},
 		},
 		Spec: networkingv1.IPAddressSpec{ParentRef: ownerRef(owner)},
@@ -196,11 +196,11 @@ func (s *Server) ensureDefaultServiceCIDR(ctx context.Context) error {
 	obj := &networkingv1.ServiceCIDR{
 		TypeMeta: metav1.TypeMeta{Kind: "ServiceCIDR", APIVersion: "networking.k8s.io/v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: DefaultServiceCIDRName, UID: uuid.NewUUID(),
-			CreationTimestamp: metav1.NewTime(time.Now().Truncate(time.Second))},
+			CreationTimestamp: metav1.NewTime(s.clock.Now().Truncate(time.Second))},
 		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{s.alloc.IPs.CIDR()}},
 		Status: networkingv1.ServiceCIDRStatus{Conditions: []metav1.Condition{{
 			Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionTrue,
-			Message: "Kubernetes default Service CIDR is ready", LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second)),
+			Message: "Kubernetes default Service CIDR is ready", LastTransitionTime: metav1.NewTime(s.clock.Now().Truncate(time.Second)),
 		}}},
 	}
 	err := h.store.Create(ctx, h.key("", DefaultServiceCIDRName), obj, &networkingv1.ServiceCIDR{})

@@ -93,6 +93,11 @@ type Config struct {
 	// ReapInterval is how often objects whose graceful deletion is over
 	// are removed (default 1s).
 	ReapInterval time.Duration
+	// IPRepairInterval is how often the ClusterIP repair loop runs
+	// (default 10s), and IPLeakGracePeriod how old an IPAddress of a
+	// missing Service must be before it is deleted (default upstream's
+	// 60s); tests shorten both.
+	IPRepairInterval, IPLeakGracePeriod time.Duration
 	// TLSMinVersion (default TLS 1.2) and TLSCipherSuites (default Go's)
 	// of the HTTPS server (--tls-min-version, --tls-cipher-suites).
 	TLSMinVersion   uint16
@@ -177,6 +182,7 @@ type Server struct {
 	// The loops Start runs beside serving.
 	reaper    *reaper
 	compactor *compactor
+	ipRepair  *ipRepair
 	// resourceMetrics serves metrics.k8s.io while anyone reads it.
 	resourceMetrics *resourcemetrics.Pipeline
 }
@@ -206,6 +212,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ReapInterval == 0 {
 		cfg.ReapInterval = time.Second
+	}
+	if cfg.IPRepairInterval == 0 {
+		cfg.IPRepairInterval = ipRepairInterval
+	}
+	if cfg.IPLeakGracePeriod == 0 {
+		cfg.IPLeakGracePeriod = ipLeakGracePeriod
 	}
 	cfg = withOverloadDefaults(cfg)
 	c, err := newCodecs()
@@ -241,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.reaper = &reaper{clock: cfg.Clock, interval: cfg.ReapInterval}
+	s.ipRepair = &ipRepair{srv: s, clock: cfg.Clock, interval: cfg.IPRepairInterval, grace: cfg.IPLeakGracePeriod}
 	s.flow, s.apf = newFlowControl(cfg)
 	s.compactor = &compactor{etcd: cfg.Etcd, clock: cfg.Clock, interval: cfg.CompactionInterval}
 	s.resourceMetrics = resourcemetrics.New(kubeletMetrics{s: s}, cfg.Clock)
@@ -385,7 +398,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
-	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom, s.resourceMetrics, s.aggregation} {
+	for _, c := range []interface{ Start(context.Context) error }{s.compactor, s.reaper, s.custom, s.resourceMetrics, s.aggregation, s.ipRepair} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -214,3 +214,55 @@ func TestClusterIPFreedThroughAnotherAPIServer(t *testing.T) {
 		t.Errorf("next address from B: %s, want %s (freed through A)", svc.Spec.ClusterIP, held["b-1"])
 	}
 }
+
+// TestIPAddressRepair: an allocator's IPAddress whose Service does not
+// exist goes once the grace period is over (shortened here from
+// upstream's minute), one that is not the allocator's stays, and a
+// Service whose IPAddress was deleted by hand gets it back.
+func TestIPAddressRepair(t *testing.T) {
+	c := testapiserver.StartWithOptions(t, testapiserver.Options{Configure: func(cfg *kubeapiserver.Config) {
+		cfg.IPRepairInterval, cfg.IPLeakGracePeriod = 200*time.Millisecond, 2*time.Second
+	}})
+	cs := c.Clientset()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ips := cs.NetworkingV1().IPAddresses()
+
+	leaked := func(name string, labels map[string]string) *networkingv1.IPAddress {
+		return &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "ghost"}}}
+	}
+	if _, err := ips.Create(ctx, leaked("10.43.7.7", map[string]string{
+		"ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io", "ipaddress.kubernetes.io/ip-family": "IPv4"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ips.Create(ctx, leaked("10.43.7.8", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	web, err := createService(ctx, cs, "web", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ips.Delete(ctx, web.Spec.ClusterIP, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := ips.Get(ctx, "10.43.7.7", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("leaked IPAddress 10.43.7.7 still there: %v", err)
+	}
+	var back *networkingv1.IPAddress
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		back, err = ips.Get(ctx, web.Spec.ClusterIP, metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Errorf("IPAddress %s of Service web never came back: %v", web.Spec.ClusterIP, err)
+	} else if r := back.Spec.ParentRef; r == nil || r.Resource != "services" || r.Namespace != "default" || r.Name != "web" {
+		t.Errorf("IPAddress %s came back naming %+v, want services/default/web", web.Spec.ClusterIP, r)
+	}
+	if _, err := ips.Get(ctx, "10.43.7.8", metav1.GetOptions{}); err != nil {
+		t.Errorf("IPAddress 10.43.7.8, not the allocator's: %v, want it kept", err)
+	}
+}
