@@ -28,7 +28,8 @@ const (
 // ipRepair is upstream's ipallocator-repair-controller, run by every API
 // server: an allocator's IPAddress that no Service holds (a write that
 // failed after its claim, a crash between the two) is deleted, and a
-// Service address that has no IPAddress gets one back.
+// Service address that has no IPAddress gets one back. It also recreates
+// the default ServiceCIDR when it is gone.
 type ipRepair struct {
 	srv      *Server
 	clock    clock.WithTicker
@@ -79,6 +80,7 @@ func (r *ipRepair) pass(ctx context.Context) {
 	}
 	plan := planIPRepair(ips, svcs, r.clock.Now(), r.grace)
 	logger := klog.FromContext(ctx)
+	r.ensureDefaultServiceCIDR(ctx)
 	for _, ip := range plan.delete {
 		uid, rv := types.UID(ip.UID), ip.ResourceVersion
 		err := ipH.store.Delete(ctx, ipH.key("", ip.Name), nil, &storage.Preconditions{UID: &uid, ResourceVersion: &rv})
@@ -99,6 +101,23 @@ func (r *ipRepair) pass(ctx context.Context) {
 			continue
 		}
 		logger.Info("ClusterIP was not allocated: repaired", "service", c.owner.Namespace+"/"+c.owner.Name, "ip", c.ip)
+	}
+}
+
+// ensureDefaultServiceCIDR recreates ServiceCIDR "kubernetes" once it is
+// gone (its deletion completed), as upstream's default-ServiceCIDR
+// controller does.
+func (r *ipRepair) ensureDefaultServiceCIDR(ctx context.Context) {
+	h := r.srv.storedHandler("servicecidrs")
+	if h == nil {
+		return
+	}
+	err := h.store.GetRV(ctx, h.key("", DefaultServiceCIDRName), "0", &networkingv1.ServiceCIDR{})
+	if !storage.IsNotFound(err) {
+		return
+	}
+	if err := r.srv.ensureDefaultServiceCIDR(ctx); err != nil {
+		klog.FromContext(ctx).Info("recreate the default ServiceCIDR", "err", err)
 	}
 }
 

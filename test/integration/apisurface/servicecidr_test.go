@@ -218,7 +218,8 @@ func TestClusterIPFreedThroughAnotherAPIServer(t *testing.T) {
 // TestIPAddressRepair: an allocator's IPAddress whose Service does not
 // exist goes once the grace period is over (shortened here from
 // upstream's minute), one that is not the allocator's stays, and a
-// Service whose IPAddress was deleted by hand gets it back.
+// Service whose IPAddress was deleted by hand gets it back; the default
+// ServiceCIDR, deleted, is recreated.
 func TestIPAddressRepair(t *testing.T) {
 	c := testapiserver.StartWithOptions(t, testapiserver.Options{Configure: func(cfg *kubeapiserver.Config) {
 		cfg.IPRepairInterval, cfg.IPLeakGracePeriod = 200*time.Millisecond, 2*time.Second
@@ -264,5 +265,22 @@ func TestIPAddressRepair(t *testing.T) {
 	}
 	if _, err := ips.Get(ctx, "10.43.7.8", metav1.GetOptions{}); err != nil {
 		t.Errorf("IPAddress 10.43.7.8, not the allocator's: %v, want it kept", err)
+	}
+
+	// The default ServiceCIDR, once gone (no controller holds it here),
+	// comes back.
+	nets := cs.NetworkingV1().ServiceCIDRs()
+	if err := nets.Delete(ctx, kubeapiserver.DefaultServiceCIDRName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var def *networkingv1.ServiceCIDR
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		def, err = nets.Get(ctx, kubeapiserver.DefaultServiceCIDRName, metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("default ServiceCIDR never recreated: %v", err)
+	}
+	if len(def.Spec.CIDRs) != 1 || def.Spec.CIDRs[0] != "10.43.0.0/16" {
+		t.Errorf("recreated default ServiceCIDR: cidrs %v, want [10.43.0.0/16]", def.Spec.CIDRs)
 	}
 }
