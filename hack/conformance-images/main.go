@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	agentimages "github.com/skiff-sh/skiff/internal/agent/images"
 	testimages "github.com/skiff-sh/skiff/internal/testing/images"
 )
 
@@ -40,19 +39,6 @@ func run(src testimages.ConformanceSources, out string) error {
 	if err != nil {
 		return err
 	}
-	busybox, err := testimages.LoadBusyboxFiles()
-	if err != nil {
-		return err
-	}
-	specs = append(specs, testimages.ImageSpec{
-		File:  "busybox.tar",
-		Refs:  append([]string{testimages.BusyboxRef}, testimages.BusyboxAliases...),
-		Files: busybox,
-		Config: agentimages.Config{
-			Cmd: []string{"sh"},
-			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		},
-	})
 	for _, s := range specs {
 		p, err := s.WriteTo(out)
 		if err != nil {

@@ -74,9 +74,10 @@ func (s ImageSpec) WriteTo(dir string) (string, error) {
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // ConformanceImages returns the images the conformance tests use, besides
-// busybox (Busybox) and pause. Each is busybox plus the programs of its
-// upstream counterpart:
+// pause. Each is busybox plus the programs of its upstream counterpart:
 //
+//   - busybox: Debian's busybox-static (LoadBusyboxFiles) with bash as
+//     /bin/sh (see below).
 //   - agnhost (both tags): /agnhost as entrypoint (command pause), and the
 //     tools upstream's Alpine-based image installs: dig/nslookup (Debian's
 //     bind9-dnsutils), curl, nc (netcat-openbsd), ip, socat and bash from
@@ -196,6 +197,17 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		{File: "kitten.tar", Refs: []string{KittenRef}, Files: kitten, Config: webCfg},
 		{File: "nautilus.tar", Refs: []string{NautilusRef}, Files: nautilus, Config: webCfg},
 	}
+	// busybox: Debian's busybox 1.35 ash drops environment variables whose
+	// names are not shell identifiers (a Secret's key "data-1" through
+	// envFrom) before it runs a command; upstream's busybox 1.37 passes
+	// them on, so here /bin/sh is Debian's bash.
+	bash, err := programs(src.DebRoot, []string{"/bin/bash"})
+	if err != nil {
+		return nil, err
+	}
+	specs = append(specs, ImageSpec{File: "busybox.tar", Refs: append([]string{BusyboxRef}, BusyboxAliases...),
+		Files:  with(append(bash, agentimages.File{Path: "/bin/sh", Link: "bash"})...),
+		Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
 	getent, err := programs(src.DebRoot, []string{"/usr/bin/getent", "/usr/bin/dig", "/usr/bin/nslookup"})
 	if err != nil {
 		return nil, err

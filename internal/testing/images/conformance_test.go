@@ -149,13 +149,16 @@ func TestConformanceImages(t *testing.T) {
 		t.Fatalf("%s has no %s", ref, path)
 		return agentimages.File{}
 	}
-	for _, ref := range []string{AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, KittenRef, NautilusRef, GlibcDNSRef} {
+	for _, ref := range []string{BusyboxRef, AgnhostRef, AgnhostPrevRef, NginxRef, NginxNewRef, NonRootRef, NonewprivsRef, KittenRef, NautilusRef, GlibcDNSRef} {
 		if _, ok := byRef[ref]; !ok {
 			t.Errorf("no image %s", ref)
 		}
 	}
 	if got := file(AgnhostRef, "/bin/sh").Link; got != "bash" {
 		t.Errorf("agnhost /bin/sh -> %q, want bash (busybox's sh prefers its own nc)", got)
+	}
+	if got := file(BusyboxRef, "/bin/sh").Link; got != "bash" {
+		t.Errorf("busybox /bin/sh -> %q, want bash (Debian's ash drops env names like data-1)", got)
 	}
 	if got := file(AgnhostRef, "/usr/bin/nc").Link; got != "/bin/nc.openbsd" {
 		t.Errorf("agnhost /usr/bin/nc -> %q, want netcat-openbsd", got)
