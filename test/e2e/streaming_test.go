@@ -33,6 +33,8 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: web
+  labels:
+    app: web
 spec:
   terminationGracePeriodSeconds: 1
   containers:
@@ -315,6 +317,26 @@ func TestStreaming(t *testing.T) {
 		}
 		if out := kubectl(t, kc, "get", "--raw", base+"/stats/summary"); !strings.Contains(out, `"podRef":{"name":"web","namespace":"`+ns+`"`) || !strings.Contains(out, `"workingSetBytes"`) {
 			t.Errorf("kubelet /stats/summary = %s", tail(out, 2000))
+		}
+	})
+
+	t.Run("nodes/proxy with the kubelet's port", func(t *testing.T) {
+		if out := kubectl(t, kc, "get", "--raw", fmt.Sprintf("/api/v1/nodes/%s:%d/proxy/healthz", c.node, c.kubeletPort)); out != "ok" {
+			t.Errorf("kubelet /healthz by name:port = %q", out)
+		}
+	})
+
+	t.Run("pods/proxy and services/proxy", func(t *testing.T) {
+		// The API server reaches the pod's address on the node's bridge.
+		if out := kubectl(t, kc, "get", "--raw", "/api/v1/namespaces/"+ns+"/pods/web:8080/proxy/"); out != "hello-from-pod\n" {
+			t.Errorf("pods/web:8080/proxy/ = %q", out)
+		}
+		kubectlStdin(t, kc, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"},"spec":{"selector":{"app":"web"},"ports":[{"name":"http","port":80,"targetPort":8080}]}}`, "apply", "-f", "-")
+		for _, name := range []string{"web:http", "web:80", "http:web:80"} {
+			waitFor(t, 30*time.Second, "services/"+name+"/proxy/index.html answers hello-from-pod", func() bool {
+				out, _, _ := kubectlResult(kc, "", "get", "--raw", "/api/v1/namespaces/"+ns+"/services/"+name+"/proxy/index.html")
+				return out == "hello-from-pod\n"
+			})
 		}
 	})
 

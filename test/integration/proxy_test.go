@@ -443,6 +443,9 @@ func TestProxySubresources(t *testing.T) {
 		if r := proxyDo(t, alice, "HEAD", base+"/pods/web/proxy/", ""); r.code != 200 {
 			t.Errorf("alice HEAD: %d, want 200 (HEAD is get)", r.code)
 		}
+		if r := proxyDo(t, alice, "OPTIONS", base+"/pods/web/proxy/", ""); r.code != 403 {
+			t.Errorf("alice OPTIONS: %d, want 403 (OPTIONS has no verb: only a * rule allows it)", r.code)
+		}
 		r := proxyDo(t, alice, "POST", base+"/pods/web/proxy/", "x")
 		if s := r.status(t); r.code != 403 || !strings.Contains(s.Message, `cannot create resource "pods/proxy"`) {
 			t.Errorf("alice POST: %d %q, want 403 for create pods/proxy", r.code, s.Message)

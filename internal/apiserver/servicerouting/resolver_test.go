@@ -30,7 +30,12 @@ func (o objects) List(_ context.Context, gvr schema.GroupVersionResource, ns str
 func (o objects) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name string, _ bool, into runtime.Object) error {
 	for _, obj := range o[gvr] {
 		if m, _ := meta.Accessor(obj); m.GetNamespace() == ns && m.GetName() == name {
-			*into.(*corev1.Service) = *obj.(*corev1.Service).DeepCopy()
+			switch into := into.(type) {
+			case *corev1.Service:
+				*into = *obj.(*corev1.Service).DeepCopy()
+			case *corev1.Pod:
+				*into = *obj.(*corev1.Pod).DeepCopy()
+			}
 			return nil
 		}
 	}
@@ -120,5 +125,67 @@ func TestPickEndpointPrefersFamily(t *testing.T) {
 	got, ok := pickEndpoint([]*discoveryv1.EndpointSlice{v4, v6}, "https", corev1.IPv6Protocol, last, nil)
 	if !ok || got != "[2001:db8::1]:443" {
 		t.Errorf("picked %q %v, want the IPv6 endpoint", got, ok)
+	}
+}
+
+// services/proxy picks a ready endpoint of the port (by name, or by the
+// number the service declares) only when it is a pod of the namespace
+// that has the address.
+func TestProxyEndpoint(t *testing.T) {
+	pod := func(name, ns, ip string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: ip}}}}
+	}
+	of := func(ep discoveryv1.Endpoint, ns, name string) discoveryv1.Endpoint {
+		ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name}
+		return ep
+	}
+	web := service(corev1.ServiceTypeClusterIP, corev1.ServicePort{Name: "http", Port: 80})
+	cases := []struct {
+		name, port string
+		objs       []runtime.Object
+		want       string
+		wantErr    string
+	}{
+		{name: "by port name", port: "http", want: "192.0.2.7:8080",
+			objs: []runtime.Object{pod("a", "ns", "192.0.2.7"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", nil), "ns", "a"))}},
+		{name: "by port number", port: "80", want: "192.0.2.7:8080",
+			objs: []runtime.Object{web, pod("a", "ns", "192.0.2.7"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", nil), "ns", "a"))}},
+		{name: "a number the service lacks", port: "81", wantErr: `no service port 81 found for service "hook"`,
+			objs: []runtime.Object{web}},
+		{name: "a number of a missing service", port: "80", wantErr: `services "hook" not found`},
+		{name: "no slices", port: "http", wantErr: `no endpoints available for service "hook"`},
+		{name: "not ready", port: "http", wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{pod("a", "ns", "192.0.2.7"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", ptr(false)), "ns", "a"))}},
+		{name: "no target", port: "http", wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{slice("hook-a", "hook", "http", 8080, endpoint("192.0.2.7", nil))}},
+		{name: "a pod of another namespace", port: "http", wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{pod("a", "other", "192.0.2.7"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", nil), "other", "a"))}},
+		{name: "a pod without the address", port: "http", wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{pod("a", "ns", "192.0.2.8"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", nil), "ns", "a"))}},
+		{name: "another port name", port: "", wantErr: `no endpoints available for service "hook"`,
+			objs: []runtime.Object{pod("a", "ns", "192.0.2.7"), slice("hook-a", "hook", "http", 8080, of(endpoint("192.0.2.7", nil), "ns", "a"))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := objects{}
+			for _, obj := range tc.objs {
+				gvr := slicesGVR
+				switch obj.(type) {
+				case *corev1.Service:
+					gvr = servicesGVR
+				case *corev1.Pod:
+					gvr = podsGVR
+				}
+				o[gvr] = append(o[gvr], obj)
+			}
+			got, err := New(o).ProxyEndpoint(context.Background(), "ns", "hook", tc.port, corev1.IPv4Protocol)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if diff := cmp.Diff([]string{tc.want, tc.wantErr}, []string{got, gotErr}); diff != "" {
+				t.Errorf("endpoint, error (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
