@@ -14,6 +14,12 @@ const DefaultServiceCIDR = "10.43.0.0/16"
 // maxIPv6Range caps the size of an IPv6 range, as upstream does.
 const maxIPv6Range = 1 << 16
 
+// maxIPv4Range caps the size of an IPv4 range: the largest service range
+// upstream's kube-apiserver accepts is a /12. A ServiceCIDR may be larger
+// (upstream's allocator has no bitmap); Skiff hands out its first 2^20
+// addresses and refuses the others as not in the valid range.
+const maxIPv4Range = 1 << 20
+
 var (
 	// ErrIPAllocated means a requested IP is taken.
 	ErrIPAllocated = errors.New("provided IP is already allocated")
@@ -58,6 +64,9 @@ func NewIPs(cidr string) (*IPs, error) {
 			return nil, fmt.Errorf("service CIDR %q is too small", cidr)
 		}
 		size = 1<<hostBits - 2
+		if hostBits > 20 {
+			size = maxIPv4Range
+		}
 	} else {
 		if hostBits < 1 {
 			return nil, fmt.Errorf("service CIDR %q is too small", cidr)

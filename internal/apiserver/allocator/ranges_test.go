@@ -173,3 +173,22 @@ func TestAddressFreedThroughAnotherServer(t *testing.T) {
 		t.Errorf("claims (-want +got):\n%s", diff)
 	}
 }
+
+// TestHugeServiceCIDR: a ServiceCIDR of half the IPv4 space costs a
+// bounded bitmap, and its first addresses are handed out.
+func TestHugeServiceCIDR(t *testing.T) {
+	ips, err := NewIPs("0.0.0.0/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ips.Size() != maxIPv4Range {
+		t.Errorf("size %d, want %d", ips.Size(), maxIPv4Range)
+	}
+	if err := ips.Allocate("0.0.0.10"); err != nil {
+		t.Errorf("allocate 0.0.0.10: %v", err)
+	}
+	var notInRange *IPNotInRangeError
+	if err := ips.Allocate("100.0.0.1"); !errors.As(err, &notInRange) {
+		t.Errorf("allocate 100.0.0.1 beyond the bitmap: %v, want not in the valid range", err)
+	}
+}
