@@ -17,11 +17,42 @@ type cacheWatcher struct {
 	prefix    string
 	pred      Predicate
 	bookmarks bool
-	input     chan *CacheEvent
-	bookmark  chan int64
-	result    chan WatchEvent
-	done      chan struct{}
-	once      sync.Once
+	// queued holds the events offered and not yet sent, at most
+	// watcherBuffer; queuedSignal has a value when events were added. A
+	// slice that grows as needed rather than a channel of watcherBuffer
+	// slots: those were 8 KiB per watch, most of them never used (a
+	// kubelet alone keeps several watches).
+	queueMu      sync.Mutex
+	queued       []*CacheEvent
+	queuedSignal chan struct{}
+	bookmark     chan int64
+	result       chan WatchEvent
+	done         chan struct{}
+	once         sync.Once
+}
+
+func newCacheWatcher(prefix string, pred Predicate, bookmarks bool) *cacheWatcher {
+	return &cacheWatcher{
+		prefix: prefix, pred: pred, bookmarks: bookmarks,
+		queuedSignal: make(chan struct{}, 1), bookmark: make(chan int64, 1),
+		result: make(chan WatchEvent), done: make(chan struct{}),
+	}
+}
+
+// next takes the oldest queued event, nil when none is.
+func (w *cacheWatcher) next() *CacheEvent {
+	w.queueMu.Lock()
+	defer w.queueMu.Unlock()
+	if len(w.queued) == 0 {
+		return nil
+	}
+	e := w.queued[0]
+	w.queued[0] = nil
+	w.queued = w.queued[1:]
+	if len(w.queued) == 0 {
+		w.queued = nil // let a burst's backing array go
+	}
+	return e
 }
 
 // convert decides what a watcher sees of an event: the event itself, a
@@ -61,13 +92,24 @@ func (w *cacheWatcher) offer(e *CacheEvent) bool {
 		return true
 	}
 	select {
-	case w.input <- e:
-		return true
 	case <-w.done:
 		return true
 	default:
+	}
+	w.queueMu.Lock()
+	full := len(w.queued) >= watcherBuffer
+	if !full {
+		w.queued = append(w.queued, e)
+	}
+	w.queueMu.Unlock()
+	if full {
 		return false
 	}
+	select {
+	case w.queuedSignal <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 func (w *cacheWatcher) terminate() { w.once.Do(func() { close(w.done) }) }
@@ -114,25 +156,26 @@ func (w *cacheWatcher) run(ctx context.Context, initial []*CacheEvent, initialEn
 		last = max(last, e.RV)
 		return w.send(ctx, ev)
 	}
+	sendQueued := func() bool {
+		for e := w.next(); e != nil; e = w.next() {
+			if !sendEvent(e) {
+				return false
+			}
+		}
+		return true
+	}
 	for {
 		select {
-		case e := <-w.input:
-			if !sendEvent(e) {
+		case <-w.queuedSignal:
+			if !sendQueued() {
 				return
 			}
 		case rv := <-w.bookmark:
 			// Every event up to rv was queued before the bookmark was
 			// (both under the cache's lock): send the queued ones first,
 			// or a client that resumes from the bookmark would miss them.
-			for drained := false; !drained; {
-				select {
-				case e := <-w.input:
-					if !sendEvent(e) {
-						return
-					}
-				default:
-					drained = true
-				}
+			if !sendQueued() {
+				return
 			}
 			if rv >= last {
 				last = rv
@@ -239,11 +282,7 @@ func (c *Cacher) register(ctx context.Context, prefix string, opts ListOptions, 
 		initial = c.history.after(rev)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &cacheWatcher{
-		prefix: prefix, pred: opts.Predicate, bookmarks: opts.AllowWatchBookmarks,
-		input: make(chan *CacheEvent, watcherBuffer), bookmark: make(chan int64, 1),
-		result: make(chan WatchEvent), done: make(chan struct{}),
-	}
+	w := newCacheWatcher(prefix, opts.Predicate, opts.AllowWatchBookmarks)
 	startRV := c.rv
 	id := c.nextID
 	c.nextID++

@@ -24,11 +24,10 @@ func TestBookmarkNeverOvertakesEvents(t *testing.T) {
 	// The old select chose the bookmark first about every other time: 50
 	// rounds make a pass by chance all but impossible.
 	for round := range 50 {
-		w := &cacheWatcher{prefix: "/p/", bookmarks: true, input: make(chan *CacheEvent, 10),
-			bookmark: make(chan int64, 1), result: make(chan WatchEvent), done: make(chan struct{})}
+		w := newCacheWatcher("/p/", Predicate{}, true)
 		for i, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Modified} {
 			rv := int64(5 + i)
-			w.input <- &CacheEvent{Type: typ, Key: "/p/a", RV: rv, Cur: &CachedObject{Key: "/p/a", RV: rv}, Prev: &CachedObject{Key: "/p/a"}}
+			w.offer(&CacheEvent{Type: typ, Key: "/p/a", RV: rv, Cur: &CachedObject{Key: "/p/a", RV: rv}, Prev: &CachedObject{Key: "/p/a"}})
 		}
 		w.bookmark <- 7
 		ctx, cancel := context.WithCancel(context.Background())
@@ -53,9 +52,8 @@ func TestBookmarkNeverOvertakesEvents(t *testing.T) {
 // (the event was queued after the bookmark, and went first when the queue
 // was drained) is not sent.
 func TestBookmarkNeverGoesBack(t *testing.T) {
-	w := &cacheWatcher{prefix: "/p/", bookmarks: true, input: make(chan *CacheEvent, 10),
-		bookmark: make(chan int64, 1), result: make(chan WatchEvent), done: make(chan struct{})}
-	w.input <- &CacheEvent{Type: watch.Added, Key: "/p/a", RV: 9, Cur: &CachedObject{Key: "/p/a", RV: 9}}
+	w := newCacheWatcher("/p/", Predicate{}, true)
+	w.offer(&CacheEvent{Type: watch.Added, Key: "/p/a", RV: 9, Cur: &CachedObject{Key: "/p/a", RV: 9}})
 	w.bookmark <- 8
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -66,5 +64,27 @@ func TestBookmarkNeverGoesBack(t *testing.T) {
 	w.bookmark <- 10
 	if ev := <-w.result; ev.Type != watch.Bookmark || ev.RV != 10 {
 		t.Fatalf("second: %s %d, want the bookmark of 10 (not the one of 8)", ev.Type, ev.RV)
+	}
+}
+
+// TestSlowWatcherClosedAfterBuffer: a watcher that does not read is closed
+// once watcherBuffer events wait for it, and not before.
+func TestSlowWatcherClosedAfterBuffer(t *testing.T) {
+	w := newCacheWatcher("/p/", Predicate{}, false)
+	for i := range watcherBuffer {
+		if !w.offer(&CacheEvent{Type: watch.Added, Key: "/p/a", RV: int64(i + 1), Cur: &CachedObject{Key: "/p/a"}}) {
+			t.Fatalf("event %d refused, want %d queued first", i+1, watcherBuffer)
+		}
+	}
+	if w.offer(&CacheEvent{Type: watch.Added, Key: "/p/a", RV: watcherBuffer + 1, Cur: &CachedObject{Key: "/p/a"}}) {
+		t.Fatalf("event %d accepted by a watcher %d behind", watcherBuffer+1, watcherBuffer)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.run(ctx, nil, false, 0)
+	for i := range watcherBuffer {
+		if ev := <-w.result; ev.RV != int64(i+1) {
+			t.Fatalf("event %d has revision %d", i+1, ev.RV)
+		}
 	}
 }

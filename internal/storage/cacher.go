@@ -41,7 +41,13 @@ type CachedObject struct {
 	Fields FieldValues
 
 	mu  sync.Mutex
-	enc map[string][]byte
+	enc []encoding // one or two formats: a slice, not a map (~400 bytes)
+}
+
+// encoding is an object's bytes in one format.
+type encoding struct {
+	format string
+	bytes  []byte
 }
 
 // Encoded returns the object's bytes in one format, computing them with
@@ -50,17 +56,16 @@ type CachedObject struct {
 func (o *CachedObject) Encoded(format string, encode func(runtime.Object) ([]byte, error)) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if b, ok := o.enc[format]; ok {
-		return b, nil
+	for _, e := range o.enc {
+		if e.format == format {
+			return e.bytes, nil
+		}
 	}
 	b, err := encode(o.Object)
 	if err != nil {
 		return nil, err
 	}
-	if o.enc == nil {
-		o.enc = make(map[string][]byte, 2)
-	}
-	o.enc[format] = b
+	o.enc = append(o.enc, encoding{format: format, bytes: b})
 	return b, nil
 }
 
