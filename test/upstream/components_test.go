@@ -8,6 +8,9 @@
 // that they schedule and reconcile a Deployment, a Job, a DaemonSet and a
 // StatefulSet.
 //
+// TestProxyConformanceAgnhost (proxy_test.go) replays upstream's proxy
+// conformance tests against `agnhost porter` in a network namespace.
+//
 // The upstream binaries are built by `hack/upstream/build.sh kube-scheduler
 // kube-controller-manager` (`make upstream-components-test` builds them and
 // runs this test); the test skips unless they are in $SKIFF_UPSTREAM_BIN or
