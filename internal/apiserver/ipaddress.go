@@ -81,7 +81,9 @@ func (c ipClaimer) ServiceCIDRs() []allocator.ServiceCIDR {
 	return out
 }
 
-// ClaimedIPs is the set of cached IPAddress names.
+// ClaimedIPs is the set of IPAddress names, from the cache once it has
+// caught up with etcd's current revision (it is read when the ranges look
+// full, to free what other API servers released just before).
 func (c ipClaimer) ClaimedIPs() map[string]bool {
 	h := c.handler()
 	if h == nil {
@@ -89,7 +91,7 @@ func (c ipClaimer) ClaimedIPs() map[string]bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
 	defer cancel()
-	objs, _, err := h.store.ListCached(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"})
+	objs, _, err := h.store.ListCached(ctx, h.prefix(), storage.ListOptions{ResourceVersion: ""})
 	if err != nil {
 		klog.Background().V(2).Info("list cached IPAddresses", "err", err)
 		return nil
