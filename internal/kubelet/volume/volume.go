@@ -70,6 +70,9 @@ func (m *Manager) Setup(ctx context.Context, pod *corev1.Pod) (map[string]string
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		p, err := m.setup(ctx, pod, v)
+		if err == nil {
+			err = applyFSGroup(pod, v, p)
+		}
 		if err != nil {
 			errs = append(errs, &Error{Volume: v.Name, Err: err})
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,4 +175,56 @@ func TestPersistentVolumeClaims(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", name, err, want)
 		}
 	}
+}
+
+// TestFSGroup: with a pod fsGroup, a projected secret's files belong to the
+// group and keep a readable mode for it (0440 asked: a non-root user of the
+// group reads them), an emptyDir is group-writable with set-group-ID, a
+// hostPath is left alone, and files a refresh adds get the group too.
+func TestFSGroup(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("changing a file's group to another needs root")
+	}
+	g := &fakeGetter{secrets: map[string]*corev1.Secret{"s": {Data: map[string][]byte{"data-1": []byte("value-1")}}}}
+	m := NewManager(t.TempDir(), g)
+	host := t.TempDir()
+	hostInfo, err := os.Stat(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, group := int32(0o440), int64(1001)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u-fsgroup", Namespace: "ns"}, Spec: corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{FSGroup: &group},
+		Volumes: []corev1.Volume{
+			{Name: "proj", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: &mode,
+				Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}}}},
+			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: host}}},
+		}}}
+	paths, err := m.Setup(context.Background(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(path string, wantGID int, wantMode os.FileMode) {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := int(fi.Sys().(*syscall.Stat_t).Gid); gid != wantGID {
+			t.Errorf("%s: group %d, want %d", path, gid, wantGID)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSetgid); got != wantMode {
+			t.Errorf("%s: mode %v, want %v", path, got, wantMode)
+		}
+	}
+	check(filepath.Join(paths["proj"], "data-1"), 1001, 0o440)
+	check(paths["scratch"], 1001, 0o777|os.ModeSetgid)
+	check(host, 0, hostInfo.Mode()&os.ModePerm)
+
+	g.secrets["s"] = &corev1.Secret{Data: map[string][]byte{"data-1": []byte("value-1"), "data-2": []byte("value-2")}}
+	if _, err := m.Setup(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	check(filepath.Join(paths["proj"], "data-2"), 1001, 0o440)
 }
