@@ -161,7 +161,10 @@ type result struct {
 }
 
 // deleteContent deletes every namespaced object in ns and counts what
-// is left.
+// is left. Pods go first, and nothing else is deleted while any pod is
+// left (upstream's ordered namespace deletion, KEP-5080): a pod's
+// containers may still use the namespace's Secrets, ConfigMaps and
+// ServiceAccounts, and a NetworkPolicy still guards it while it stops.
 func (c *Controller) deleteContent(ctx context.Context, ns string) result {
 	res := result{remaining: map[string]int{}, finalizers: map[string]int{}}
 	lists, err := preferredNamespacedResources(c.discovery)
@@ -178,6 +181,12 @@ func (c *Controller) deleteContent(ctx context.Context, ns string) result {
 			return res
 		}
 	}
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	type resource struct {
+		gvr   schema.GroupVersionResource
+		verbs []string
+	}
+	var others []resource
 	for _, list := range lists {
 		gv, err := schema.ParseGroupVersion(list.GroupVersion)
 		if err != nil {
@@ -188,33 +197,49 @@ func (c *Controller) deleteContent(ctx context.Context, ns string) result {
 				continue
 			}
 			gvr := gv.WithResource(r.Name)
-			if err := c.deleteResource(ctx, ns, gvr, r.Verbs); err != nil {
-				res.deleteErrs = append(res.deleteErrs, err)
-				res.failedResources = append(res.failedResources, resourceName(gvr))
+			if gvr == pods {
+				c.deleteAndCount(ctx, ns, gvr, r.Verbs, &res)
 				continue
 			}
-			if !sets.New(r.Verbs...).Has("list") {
-				continue
-			}
-			items, err := c.metadata.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				if !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
-					res.deleteErrs = append(res.deleteErrs, fmt.Errorf("list %s: %w", gvr, err))
-					res.failedResources = append(res.failedResources, resourceName(gvr))
-				}
-				continue
-			}
-			if n := len(items.Items); n > 0 {
-				res.remaining[resourceName(gvr)] += n
-			}
-			for _, it := range items.Items {
-				for _, f := range it.Finalizers {
-					res.finalizers[f]++
-				}
-			}
+			others = append(others, resource{gvr, r.Verbs})
 		}
 	}
+	if res.remaining[resourceName(pods)] > 0 {
+		return res
+	}
+	for _, r := range others {
+		c.deleteAndCount(ctx, ns, r.gvr, r.verbs, &res)
+	}
 	return res
+}
+
+// deleteAndCount deletes the objects of gvr in ns and adds what is left
+// (and their finalizers) to res.
+func (c *Controller) deleteAndCount(ctx context.Context, ns string, gvr schema.GroupVersionResource, verbs []string, res *result) {
+	if err := c.deleteResource(ctx, ns, gvr, verbs); err != nil {
+		res.deleteErrs = append(res.deleteErrs, err)
+		res.failedResources = append(res.failedResources, resourceName(gvr))
+		return
+	}
+	if !sets.New(verbs...).Has("list") {
+		return
+	}
+	items, err := c.metadata.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
+			res.deleteErrs = append(res.deleteErrs, fmt.Errorf("list %s: %w", gvr, err))
+			res.failedResources = append(res.failedResources, resourceName(gvr))
+		}
+		return
+	}
+	if n := len(items.Items); n > 0 {
+		res.remaining[resourceName(gvr)] += n
+	}
+	for _, it := range items.Items {
+		for _, f := range it.Finalizers {
+			res.finalizers[f]++
+		}
+	}
 }
 
 // deleteResource deletes every object of gvr in ns: one deletecollection

@@ -24,6 +24,7 @@ import (
 
 var (
 	configmaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	widgets    = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 )
 
@@ -51,6 +52,7 @@ func newFixture(t *testing.T, ns *corev1.Namespace, objs map[schema.GroupVersion
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{
 			{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"create", "delete", "deletecollection", "get", "list", "watch"}},
 			{Name: "namespaces", Namespaced: false, Kind: "Namespace", Verbs: []string{"delete", "list"}},
+			{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: []string{"create", "delete", "deletecollection", "get", "list", "watch"}},
 			{Name: "pods/status", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "patch"}},
 		}},
 		{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
@@ -149,7 +151,7 @@ func TestSyncDeletesContentAndFinalizes(t *testing.T) {
 	if err := f.ctrl.sync(ctx, "gone"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	if diff := cmp.Diff([]string{"delete-collection configmaps", "delete widgets w"}, writes(f.md.Actions())); diff != "" {
+	if diff := cmp.Diff([]string{"delete-collection pods", "delete-collection configmaps", "delete widgets w"}, writes(f.md.Actions())); diff != "" {
 		t.Errorf("metadata writes (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"update namespaces/status", "create namespaces/finalize"}, writes(f.cs.Actions())); diff != "" {
@@ -208,5 +210,37 @@ func TestSyncIgnoresActiveNamespace(t *testing.T) {
 	}
 	if got := append(writes(f.cs.Actions()), writes(f.md.Actions())...); len(got) != 0 {
 		t.Errorf("writes for an active namespace: %v", got)
+	}
+}
+
+// TestSyncDeletesPodsFirst: while a pod of the namespace is left (here held
+// by a finalizer), nothing else is deleted; once it is gone the rest goes.
+func TestSyncDeletesPodsFirst(t *testing.T) {
+	f := newFixture(t, terminating("ordered"), map[schema.GroupVersionResource][]*metav1.PartialObjectMetadata{
+		pods:       {meta(pods, "Pod", "ordered", "p", "example.com/hold")},
+		configmaps: {meta(configmaps, "ConfigMap", "ordered", "cm")},
+	})
+	ctx := context.Background()
+	err := f.ctrl.sync(ctx, "ordered")
+	var rem *remainingError
+	if !errors.As(err, &rem) || rem.what != "pods has 1 resource instances" {
+		t.Fatalf("sync = %v, want the pod remaining", err)
+	}
+	if diff := cmp.Diff([]string{"delete-collection pods"}, writes(f.md.Actions())); diff != "" {
+		t.Errorf("metadata writes while a pod is left (-want +got):\n%s", diff)
+	}
+	if _, err := f.md.Resource(configmaps).Namespace("ordered").Get(ctx, "cm", metav1.GetOptions{}); err != nil {
+		t.Errorf("the ConfigMap went before the pod: %v", err)
+	}
+
+	if err := f.md.Tracker().Delete(pods, "ordered", "p"); err != nil {
+		t.Fatal(err)
+	}
+	f.md.ClearActions()
+	if err := f.ctrl.sync(ctx, "ordered"); err != nil {
+		t.Fatalf("sync once the pod is gone: %v", err)
+	}
+	if diff := cmp.Diff([]string{"delete-collection pods", "delete-collection configmaps"}, writes(f.md.Actions())); diff != "" {
+		t.Errorf("metadata writes once the pod is gone (-want +got):\n%s", diff)
 	}
 }
