@@ -54,17 +54,16 @@ func (s *Server) storedHandler(resource string) *resourceHandler {
 
 // ServiceCIDRs lists the cached ServiceCIDRs; one is usable when its
 // Ready condition is True or absent and it is not being deleted.
-func (c ipClaimer) ServiceCIDRs() []allocator.ServiceCIDR {
+func (c ipClaimer) ServiceCIDRs() ([]allocator.ServiceCIDR, error) {
 	h := c.srv.storedHandler("servicecidrs")
 	if h == nil {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), viewTimeout)
 	defer cancel()
 	objs, _, err := h.store.ListCached(ctx, h.prefix(), storage.ListOptions{ResourceVersion: "0"})
 	if err != nil {
-		klog.Background().V(2).Info("list cached ServiceCIDRs", "err", err)
-		return nil
+		return nil, fmt.Errorf("list cached ServiceCIDRs: %w", err)
 	}
 	out := make([]allocator.ServiceCIDR, 0, len(objs))
 	for _, o := range objs {
@@ -78,7 +77,7 @@ func (c ipClaimer) ServiceCIDRs() []allocator.ServiceCIDR {
 		}
 		out = append(out, allocator.ServiceCIDR{Name: sc.Name, CIDRs: sc.Spec.CIDRs, Usable: ready && sc.DeletionTimestamp == nil})
 	}
-	return out
+	return out, nil
 }
 
 // ClaimedIPs is the set of IPAddress names, from the cache once it has

@@ -23,8 +23,9 @@ type ServiceCIDR struct {
 // may lag behind the store; the claim (IPClaimer) stays the arbiter.
 type IPView interface {
 	// ServiceCIDRs lists every ServiceCIDR.
-	ServiceCIDRs() []ServiceCIDR
-	// ClaimedIPs is the set of addresses that have an IPAddress.
+	ServiceCIDRs() ([]ServiceCIDR, error)
+	// ClaimedIPs is the set of addresses that have an IPAddress; nil
+	// when it cannot be read.
 	ClaimedIPs() map[string]bool
 	// IsClaimed reports whether ip has an IPAddress.
 	IsClaimed(ip string) bool
@@ -45,8 +46,12 @@ func (s *Services) syncRanges() {
 	if s.View == nil {
 		return
 	}
+	cidrs, err := s.View.ServiceCIDRs()
+	if err != nil {
+		return // keep the ranges known: the claims still arbitrate
+	}
 	usable := map[netip.Prefix]bool{}
-	for _, sc := range s.View.ServiceCIDRs() {
+	for _, sc := range cidrs {
 		for _, c := range sc.CIDRs {
 			p, err := netip.ParsePrefix(c)
 			if err != nil || p.Addr().Is6() != s.IPs.Is6() {
@@ -217,6 +222,9 @@ func (s *Services) resync() bool {
 		return false
 	}
 	claimed := s.View.ClaimedIPs()
+	if claimed == nil {
+		return false // the view could not be read: clear nothing
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	freed := s.IPs.Resync(claimed)

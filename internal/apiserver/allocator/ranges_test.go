@@ -16,6 +16,8 @@ type store struct {
 	mu     sync.Mutex
 	claims map[string]Owner
 	cidrs  []ServiceCIDR
+	// broken makes the view unreadable (a cache that times out).
+	broken bool
 }
 
 func newStore(cidrs ...ServiceCIDR) *store {
@@ -40,15 +42,21 @@ func (s *store) ReleaseIP(_ context.Context, ip string, o Owner) {
 	}
 }
 
-func (s *store) ServiceCIDRs() []ServiceCIDR {
+func (s *store) ServiceCIDRs() ([]ServiceCIDR, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]ServiceCIDR(nil), s.cidrs...)
+	if s.broken {
+		return nil, errors.New("cache not ready")
+	}
+	return append([]ServiceCIDR(nil), s.cidrs...), nil
 }
 
 func (s *store) ClaimedIPs() map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.broken {
+		return nil
+	}
 	out := map[string]bool{}
 	for ip := range s.claims {
 		out[ip] = true
@@ -190,5 +198,21 @@ func TestHugeServiceCIDR(t *testing.T) {
 	var notInRange *IPNotInRangeError
 	if err := ips.Allocate("100.0.0.1"); !errors.As(err, &notInRange) {
 		t.Errorf("allocate 100.0.0.1 beyond the bitmap: %v, want not in the valid range", err)
+	}
+}
+
+// TestUnreadableView: while the view cannot be read, the ranges already
+// known stay in use.
+func TestUnreadableView(t *testing.T) {
+	st := newStore(ServiceCIDR{Name: "extra", CIDRs: []string{"10.44.0.0/24"}, Usable: true})
+	s := server(t, st, "10.0.0.0/29")
+	if err := allocIP(s, "a", "10.44.0.5"); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	st.broken = true
+	st.mu.Unlock()
+	if err := allocIP(s, "b", "10.44.0.6"); err != nil {
+		t.Errorf("requested address of a known ServiceCIDR, view unreadable: %v", err)
 	}
 }
