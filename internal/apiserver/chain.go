@@ -145,6 +145,12 @@ func (s *Server) buildChain() http.Handler {
 				return
 			}
 		}
+		if ok && err == nil {
+			// The credentials have done their work: what the request is
+			// relayed to (a pod, a service, a kubelet) never sees them, as
+			// upstream's authentication filter drops them.
+			r.Header.Del("Authorization")
+		}
 		ctx = authn.WithUser(ctx, user)
 		attrs := requestAttributes(r, info, user)
 		// The audit log (auditing.go), for what the policy keeps.

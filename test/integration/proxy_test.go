@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,6 +27,8 @@ import (
 // arrived.
 type proxyEcho struct {
 	Method, Path, Query, Body, Proto string
+	// Credentials that reached the backend: none should.
+	Authorization, ImpersonateUser string
 }
 
 // proxyBackend serves HTTP (and HTTPS) on an address of a test interface:
@@ -86,7 +89,8 @@ func startProxyBackend(t *testing.T, ip string) *proxyBackend {
 			proto = "https"
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(proxyEcho{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body), Proto: proto})
+		json.NewEncoder(w).Encode(proxyEcho{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(body), Proto: proto,
+			Authorization: r.Header.Get("Authorization"), ImpersonateUser: r.Header.Get("Impersonate-User")})
 	})
 	listen := func() net.Listener {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
@@ -440,6 +444,34 @@ func TestProxySubresources(t *testing.T) {
 		eventually(t, 10*time.Second, "alice may get pods/proxy", func() (bool, error) {
 			return proxyDo(t, alice, "GET", base+"/pods/web/proxy/", "").code == 200, nil
 		})
+		// Neither the impersonation headers nor a bearer token reach the pod.
+		if e := proxyDo(t, alice, "GET", base+"/pods/web/proxy/", "").echo(t); e.ImpersonateUser != "" || e.Authorization != "" {
+			t.Errorf("the pod saw Impersonate-User %q, Authorization %q", e.ImpersonateUser, e.Authorization)
+		}
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "robot"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "robot"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "robot", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		robot := &rest.Config{Host: admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: admin.TLSClientConfig.CAData}, BearerToken: tok.Status.Token}
+		var seen proxyEcho
+		eventually(t, 10*time.Second, "the service account may get pods/proxy", func() (bool, error) {
+			r := proxyDo(t, robot, "GET", base+"/pods/web/proxy/", "")
+			if r.code == 200 {
+				seen = r.echo(t)
+			}
+			return r.code == 200, nil
+		})
+		if seen.Authorization != "" {
+			t.Errorf("the pod saw the caller's Authorization %q", seen.Authorization)
+		}
 		if r := proxyDo(t, alice, "HEAD", base+"/pods/web/proxy/", ""); r.code != 200 {
 			t.Errorf("alice HEAD: %d, want 200 (HEAD is get)", r.code)
 		}
