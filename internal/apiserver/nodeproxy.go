@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/klog/v2"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
 // The kubelet connection: pods/log, exec, attach, portforward and
@@ -155,6 +156,13 @@ func (s *Server) streamFromKubelet(w http.ResponseWriter, r *http.Request, loc *
 		default:
 			s.codecs.writeError(w, apierrors.NewGenericServerResponse(resp.StatusCode, "", gr, name, text, 0, false))
 		}
+		return
+	}
+	if wsstream.IsWebSocketRequest(r) {
+		// As upstream's stream responses: over a websocket each read is
+		// a message, raw ("binary.k8s.io" or no protocol) or base64
+		// ("base64.binary.k8s.io"), with pings while the log is quiet.
+		_ = wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r)
 		return
 	}
 	ct := resp.Header.Get("Content-Type")

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -12,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	kubeapiserver "github.com/skiff-sh/skiff/internal/apiserver"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz/bootstrappolicy"
@@ -190,5 +193,41 @@ func TestKubeletAPIAuth(t *testing.T) {
 	logs, err := admin.CoreV1().Pods("default").GetLogs("web", &corev1.PodLogOptions{Container: "app"}).DoRaw(ctx)
 	if err != nil || !strings.Contains(string(logs), "last line") {
 		t.Errorf("pods/log through the API server: %v %q", err, logs)
+	}
+
+	// Over a websocket, as the e2e suite and browsers read logs: the log
+	// arrives as binary messages ("binary.k8s.io"), base64 when asked.
+	tlsCfg, err := rest.TLSConfigFor(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, proto := range []string{"binary.k8s.io", "base64.binary.k8s.io"} {
+		u := strings.Replace(c.Config.Host, "https://", "wss://", 1) + "/api/v1/namespaces/default/pods/web/log?container=app"
+		wsCfg, err := websocket.NewConfig(u, "https://localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wsCfg.Protocol, wsCfg.TlsConfig = []string{proto}, tlsCfg
+		ws, err := websocket.DialConfig(wsCfg)
+		if err != nil {
+			t.Fatalf("pods/log over a websocket (%s): %v", proto, err)
+		}
+		var got []byte
+		for {
+			var msg []byte
+			if err := websocket.Message.Receive(ws, &msg); err != nil {
+				break
+			}
+			if proto == "base64.binary.k8s.io" {
+				if msg, err = base64.StdEncoding.DecodeString(string(msg)); err != nil {
+					t.Fatalf("a base64 log message: %v", err)
+				}
+			}
+			got = append(got, msg...)
+		}
+		ws.Close()
+		if !strings.Contains(string(got), "last line") {
+			t.Errorf("pods/log over a websocket (%s): %q", proto, got)
+		}
 	}
 }
