@@ -117,6 +117,18 @@ func TestWebhookValidate(t *testing.T) {
 			"webhooks[0].rules[0].apiVersions: Required value",
 			"webhooks[0].rules[0].resources: Required value",
 		}},
+		{name: "service path empty is the root", mutate: func(w *admissionregistrationv1.MutatingWebhook) {
+			w.ClientConfig.Service.Path = ptr.To("")
+		}},
+		{name: "service path", mutate: func(w *admissionregistrationv1.MutatingWebhook) {
+			w.ClientConfig.Service.Path = ptr.To("/a//B_c")
+		}, want: []string{"webhooks[0].clientConfig.service.path: Invalid value", "webhooks[0].clientConfig.service.path: Invalid value"}},
+		{name: "match condition that does not compile", mutate: func(w *admissionregistrationv1.MutatingWebhook) {
+			w.MatchConditions = []admissionregistrationv1.MatchCondition{
+				{Name: "ok", Expression: "object.metadata.name != 'skip-me'"},
+				{Name: "bad", Expression: "... [] bad expression"},
+			}
+		}, want: []string{"webhooks[0].matchConditions[1].expression: Invalid value"}},
 		{name: "reinvocation", mutate: func(w *admissionregistrationv1.MutatingWebhook) {
 			w.ReinvocationPolicy = ptr.To(admissionregistrationv1.ReinvocationPolicyType("Always"))
 		}, want: []string{"webhooks[0].reinvocationPolicy: Unsupported value"}},

@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
@@ -167,7 +170,10 @@ var (
 	labelSelectorValidationOpt = metav1validation.LabelSelectorValidationOptions{}
 )
 
-func validateWebhook(w webhook, path *field.Path) field.ErrorList {
+// validateWebhook checks one webhook; stored are the match-condition
+// expressions the configuration already had (compiled in the
+// stored-expressions environment, as upstream), nil on create.
+func validateWebhook(w webhook, path *field.Path, stored sets.Set[string]) field.ErrorList {
 	errs := validation.IsFullyQualifiedName(path.Child("name"), w.name)
 	for i := range w.rules {
 		errs = append(errs, validateRule(&w.rules[i], path.Child("rules").Index(i))...)
@@ -195,7 +201,36 @@ func validateWebhook(w webhook, path *field.Path) field.ErrorList {
 		errs = append(errs, metav1validation.ValidateLabelSelector(s, labelSelectorValidationOpt, path.Child("objectSelector"))...)
 	}
 	errs = append(errs, validateClientConfig(w.clientConfig, path.Child("clientConfig"))...)
-	return append(errs, validateMatchConditions(w.matchConditions, path.Child("matchConditions"))...)
+	errs = append(errs, validateMatchConditions(w.matchConditions, path.Child("matchConditions"))...)
+	return append(errs, compileMatchConditions(w.matchConditions, path.Child("matchConditions"), stored)...)
+}
+
+// compileMatchConditions compiles each expression as the webhook admission
+// plugin will (with `authorizer`, without params): one that does not
+// compile is refused here rather than failing every request it matches.
+func compileMatchConditions(conds []admissionregistrationv1.MatchCondition, path *field.Path, stored sets.Set[string]) field.ErrorList {
+	if len(conds) == 0 {
+		return nil
+	}
+	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+	if err != nil {
+		return field.ErrorList{field.InternalError(path, err)}
+	}
+	opts := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
+	var errs field.ErrorList
+	for i := range conds {
+		c := (*matchconditions.MatchCondition)(&conds[i])
+		if strings.TrimSpace(c.Expression) == "" {
+			continue
+		}
+		env := environment.NewExpressions
+		if stored.Has(c.Expression) {
+			env = environment.StoredExpressions
+		}
+		r := compiler.CompileCELExpression(c, opts, env)
+		errs = appendCELError(errs, path.Index(i).Child("expression"), c.Expression, r.Error)
+	}
+	return errs
 }
 
 func validateRule(r *admissionregistrationv1.RuleWithOperations, path *field.Path) field.ErrorList {
@@ -274,12 +309,38 @@ func validateClientConfig(cc *admissionregistrationv1.WebhookClientConfig, path 
 	if s.Namespace == "" {
 		errs = append(errs, field.Required(sp.Child("namespace"), "service namespace is required"))
 	}
-	if s.Path != nil && !strings.HasPrefix(*s.Path, "/") {
-		errs = append(errs, field.Invalid(sp.Child("path"), *s.Path, "must start with a '/'"))
+	if s.Path != nil {
+		errs = append(errs, validateServicePath(*s.Path, sp.Child("path"))...)
 	}
 	if s.Port != nil {
 		for _, msg := range validation.IsValidPortNum(int(*s.Port)) {
 			errs = append(errs, field.Invalid(sp.Child("port"), *s.Port, msg))
+		}
+	}
+	return errs
+}
+
+// validateServicePath: empty and "/" are the root; otherwise an absolute
+// path whose segments are DNS subdomains, as upstream's.
+func validateServicePath(p string, path *field.Path) field.ErrorList {
+	if p == "" || p == "/" {
+		return nil
+	}
+	if p == "//" {
+		return field.ErrorList{field.Invalid(path, p, "segment[0] may not be empty")}
+	}
+	var errs field.ErrorList
+	if !strings.HasPrefix(p, "/") {
+		errs = append(errs, field.Invalid(path, p, "must start with a '/'"))
+	}
+	rest := strings.TrimSuffix(strings.TrimPrefix(p, "/"), "/")
+	for i, seg := range strings.Split(rest, "/") {
+		if seg == "" {
+			errs = append(errs, field.Invalid(path, p, fmt.Sprintf("segment[%d] may not be empty", i)))
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(seg) {
+			errs = append(errs, field.Invalid(path, p, fmt.Sprintf("segment[%d]: %v", i, msg)))
 		}
 	}
 	return errs
@@ -338,11 +399,15 @@ func validateMatchConditions(conds []admissionregistrationv1.MatchCondition, pat
 // ValidateValidatingWebhookConfiguration checks every webhook; names must
 // be unique within the configuration.
 func ValidateValidatingWebhookConfiguration(c *admissionregistrationv1.ValidatingWebhookConfiguration) field.ErrorList {
+	return validateValidating(c, nil)
+}
+
+func validateValidating(c *admissionregistrationv1.ValidatingWebhookConfiguration, stored sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	names := sets.New[string]()
 	for i := range c.Webhooks {
 		wp := field.NewPath("webhooks").Index(i)
-		errs = append(errs, validateWebhook(fromValidating(&c.Webhooks[i]), wp)...)
+		errs = append(errs, validateWebhook(fromValidating(&c.Webhooks[i]), wp, stored)...)
 		if n := c.Webhooks[i].Name; names.Has(n) {
 			errs = append(errs, field.Duplicate(wp.Child("name"), n))
 		} else {
@@ -355,12 +420,16 @@ func ValidateValidatingWebhookConfiguration(c *admissionregistrationv1.Validatin
 // ValidateMutatingWebhookConfiguration checks every webhook, including its
 // reinvocationPolicy.
 func ValidateMutatingWebhookConfiguration(c *admissionregistrationv1.MutatingWebhookConfiguration) field.ErrorList {
+	return validateMutating(c, nil)
+}
+
+func validateMutating(c *admissionregistrationv1.MutatingWebhookConfiguration, stored sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	names := sets.New[string]()
 	for i := range c.Webhooks {
 		w := &c.Webhooks[i]
 		wp := field.NewPath("webhooks").Index(i)
-		errs = append(errs, validateWebhook(fromMutating(w), wp)...)
+		errs = append(errs, validateWebhook(fromMutating(w), wp, stored)...)
 		if p := w.ReinvocationPolicy; p != nil && !sets.New(supportedReinvocations...).Has(string(*p)) {
 			errs = append(errs, field.NotSupported(wp.Child("reinvocationPolicy"), *p, supportedReinvocations))
 		}
@@ -406,7 +475,13 @@ func (ValidatingWebhookStrategy) Validate(ctx context.Context, obj runtime.Objec
 
 // ValidateUpdate checks an updated configuration.
 func (s ValidatingWebhookStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return s.Validate(ctx, obj)
+	stored := sets.New[string]()
+	for _, w := range old.(*admissionregistrationv1.ValidatingWebhookConfiguration).Webhooks {
+		for _, c := range w.MatchConditions {
+			stored.Insert(c.Expression)
+		}
+	}
+	return validateValidating(obj.(*admissionregistrationv1.ValidatingWebhookConfiguration), stored)
 }
 
 // TableColumns are kubectl's columns: NAME WEBHOOKS AGE.
@@ -442,7 +517,13 @@ func (MutatingWebhookStrategy) Validate(ctx context.Context, obj runtime.Object)
 
 // ValidateUpdate checks an updated configuration.
 func (s MutatingWebhookStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	return s.Validate(ctx, obj)
+	stored := sets.New[string]()
+	for _, w := range old.(*admissionregistrationv1.MutatingWebhookConfiguration).Webhooks {
+		for _, c := range w.MatchConditions {
+			stored.Insert(c.Expression)
+		}
+	}
+	return validateMutating(obj.(*admissionregistrationv1.MutatingWebhookConfiguration), stored)
 }
 
 // TableColumns are kubectl's columns: NAME WEBHOOKS AGE.

@@ -20,6 +20,11 @@ func Default(svc *corev1.Service, family corev1.IPFamily) {
 	if spec.SessionAffinity == "" {
 		spec.SessionAffinity = corev1.ServiceAffinityNone
 	}
+	if spec.SessionAffinity == corev1.ServiceAffinityNone {
+		// A config left over from ClientIP (an update that switches
+		// affinity off keeps it) is dropped, as upstream's defaulting.
+		spec.SessionAffinityConfig = nil
+	}
 	if spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 		if spec.SessionAffinityConfig == nil {
 			spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{}

@@ -89,6 +89,21 @@ func TestDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "affinity switched off keeps no config",
+			in: newService(func(s *corev1.Service) {
+				s.Spec.SessionAffinity = corev1.ServiceAffinityNone
+				s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](10800)}}
+			}),
+			want: corev1.ServiceSpec{
+				Type: corev1.ServiceTypeClusterIP, SessionAffinity: corev1.ServiceAffinityNone,
+				Selector:              map[string]string{"app": "web"},
+				Ports:                 []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(80)}},
+				IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
+				IPFamilyPolicy:        ptr.To(corev1.IPFamilyPolicySingleStack),
+				InternalTrafficPolicy: &cluster,
+			},
+		},
+		{
 			name: "external name",
 			in: newService(func(s *corev1.Service) {
 				s.Spec.Type = corev1.ServiceTypeExternalName
