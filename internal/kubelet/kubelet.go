@@ -26,10 +26,12 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -256,6 +258,13 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 	k.volumes = volume.NewManager(opts.RootDir, k)
 	k.volumes.Allocatable = k.allocatable
 	k.volumes.Tokens = volume.NewTokens(k, opts.Clock)
+	k.volumes.Certificates = volume.NewCertificates(k, opts.Clock)
+	k.volumes.Certificates.Event = func(pod *corev1.Pod, eventType, reason, message string) {
+		if k.recorder != nil {
+			k.recorder.Event(pod, eventType, reason, message)
+		}
+	}
+	k.volumes.TrustBundles = k
 	k.probes = newProbeManager(k)
 	return k
 }
@@ -499,6 +508,52 @@ func (k *Kubelet) Secret(ctx context.Context, namespace, name string) (*corev1.S
 // (volume.TokenRequester).
 func (k *Kubelet) RequestToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 	return k.client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, tr, metav1.CreateOptions{})
+}
+
+// CreatePodCertificateRequest asks a signer for a pod's certificate
+// (volume.CertificateRequester).
+func (k *Kubelet) CreatePodCertificateRequest(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error) {
+	return k.client.CertificatesV1().PodCertificateRequests(pcr.Namespace).Create(ctx, pcr, metav1.CreateOptions{})
+}
+
+// GetPodCertificateRequest reads a request (volume.CertificateRequester).
+func (k *Kubelet) GetPodCertificateRequest(ctx context.Context, namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
+	return k.client.CertificatesV1().PodCertificateRequests(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// ServiceAccountUID is the UID of a pod's service account
+// (volume.CertificateRequester).
+func (k *Kubelet) ServiceAccountUID(ctx context.Context, namespace, name string) (types.UID, error) {
+	sa, err := k.client.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return sa.UID, nil
+}
+
+// NodeUID is the UID of this node's Node (volume.CertificateRequester).
+func (k *Kubelet) NodeUID() types.UID {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.node == nil {
+		return ""
+	}
+	return k.node.UID
+}
+
+// ClusterTrustBundle reads a bundle (volume.TrustBundleGetter).
+func (k *Kubelet) ClusterTrustBundle(ctx context.Context, name string) (*certificatesv1.ClusterTrustBundle, error) {
+	return k.client.CertificatesV1().ClusterTrustBundles().Get(ctx, name, metav1.GetOptions{})
+}
+
+// ClusterTrustBundles lists the bundles matching sel
+// (volume.TrustBundleGetter).
+func (k *Kubelet) ClusterTrustBundles(ctx context.Context, sel labels.Selector) ([]certificatesv1.ClusterTrustBundle, error) {
+	l, err := k.client.CertificatesV1().ClusterTrustBundles().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 // PersistentVolumeClaim reads a claim (volume.Getter).

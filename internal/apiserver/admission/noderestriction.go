@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -32,8 +33,12 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // not set or change labels under node-restriction.kubernetes.io/ nor
 // kubernetes.io/ and k8s.io/ labels other than the kubelet's own
 // (NodeLabelAllowed), and may not change its taints, owner references or
-// configSource, so a node cannot steer workloads to itself. Not done
-// (yet): upstream's checks of PVC status.
+// configSource, so a node cannot steer workloads to itself. A node may
+// create PodCertificateRequests only for a pod bound to it, naming its
+// own Node, the pod's service account (UIDs checked) and a signer one of
+// the pod's podCertificate sources names. Not done (yet): upstream's
+// checks of PVC status, and its RBAC escape for signers a pod does not
+// name (verb "request" on signers).
 type NodeRestriction struct {
 	objects registry.Reader  // pods and what a pod's volumes name
 	authz   authz.Authorizer // request-serviceaccounts-token-audience
@@ -116,6 +121,8 @@ func (n NodeRestriction) Admit(ctx context.Context, a *Attributes) error {
 			return forbid("node %q is not allowed to modify node %q", node, a.Name)
 		}
 		return validateOwnNode(node, a, forbid)
+	case gr.Group == "certificates.k8s.io" && gr.Resource == "podcertificaterequests":
+		return n.podCertificateRequest(ctx, a, node, forbid)
 	case gr.Group == "coordination.k8s.io" && gr.Resource == "leases":
 		if a.Namespace == "kube-node-lease" && a.Name != node {
 			return forbid("can only access node lease with the same name as the requesting node")
@@ -384,4 +391,70 @@ var (
 	pvcsGVR       = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 	pvsGVR        = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
 	nodePodsGVR   = corev1.SchemeGroupVersion.WithResource("pods")
+	nodesGVR      = corev1.SchemeGroupVersion.WithResource("nodes")
+	nodeSAsGVR    = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
 )
+
+// podCertificateRequest is upstream's check of a node's
+// PodCertificateRequest: a UID that does not match may be informer lag
+// and is a retryable error, anything else is forbidden.
+func (n NodeRestriction) podCertificateRequest(ctx context.Context, a *Attributes, node string, forbid func(string, ...any) error) error {
+	if a.Operation != Create {
+		return forbid("unexpected operation %s", a.Operation)
+	}
+	if a.Subresource != "" {
+		return forbid("unexpected subresource %s", a.Subresource)
+	}
+	req, ok := a.Object.(*certificatesv1.PodCertificateRequest)
+	if !ok {
+		return forbid("unexpected type %T", a.Object)
+	}
+	ns, s := a.Namespace, &req.Spec
+	if string(s.NodeName) != node {
+		return forbid("PodCertificateRequest.Spec.NodeName=%q, which is not the requesting node %q", s.NodeName, node)
+	}
+	if n.objects == nil {
+		return forbid("no pods to check the request against")
+	}
+	var nodeObj corev1.Node
+	if err := n.objects.Get(ctx, nodesGVR, "", node, false, &nodeObj); err != nil {
+		return forbid("while retrieving node %q named in the PodCertificateRequest: %v", node, err)
+	}
+	if nodeObj.UID != s.NodeUID {
+		return apierrors.NewInternalError(fmt.Errorf("PodCertificateRequest for pod %q names node UID %q, inconsistent with the running node (%q)", ns+"/"+s.PodName, s.NodeUID, nodeObj.UID))
+	}
+	pod, err := n.pod(ctx, ns, s.PodName, forbid)
+	if err != nil {
+		return err
+	}
+	if s.PodUID != pod.UID {
+		return apierrors.NewInternalError(fmt.Errorf("PodCertificateRequest for pod %q contains pod UID (%q) which differs from running pod %q", ns+"/"+s.PodName, s.PodUID, pod.UID))
+	}
+	if pod.Spec.NodeName != node {
+		return forbid("pod %q is not running on node %q named in the PodCertificateRequest", ns+"/"+s.PodName, node)
+	}
+	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
+		return forbid("pod %q is a mirror pod", ns+"/"+s.PodName)
+	}
+	if s.ServiceAccountName != pod.Spec.ServiceAccountName {
+		return forbid("PodCertificateRequest for pod %q contains serviceAccountName (%q) that differs from running pod (%q)", ns+"/"+s.PodName, s.ServiceAccountName, pod.Spec.ServiceAccountName)
+	}
+	var sa corev1.ServiceAccount
+	if err := n.objects.Get(ctx, nodeSAsGVR, ns, s.ServiceAccountName, false, &sa); err != nil {
+		return forbid("while retrieving service account %q named in the PodCertificateRequest: %v", ns+"/"+s.ServiceAccountName, err)
+	}
+	if sa.UID != s.ServiceAccountUID {
+		return apierrors.NewInternalError(fmt.Errorf("PodCertificateRequest for pod %q names service account UID %q, which differs from the running service account (%q)", ns+"/"+s.PodName, s.ServiceAccountUID, sa.UID))
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.PodCertificate != nil && src.PodCertificate.SignerName == s.SignerName {
+				return nil
+			}
+		}
+	}
+	return forbid("pod %q has no podCertificate volume for signer %q", ns+"/"+s.PodName, s.SignerName)
+}

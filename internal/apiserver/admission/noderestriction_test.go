@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -173,5 +174,57 @@ func TestNodeRestrictionEvictionsAndTokens(t *testing.T) {
 	err := plugin.Admit(context.Background(), &Attributes{Operation: Create, Resource: pods, Subresource: "eviction", Namespace: "ns", Name: "gone", Object: &policyv1.Eviction{}, User: n1})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("evicting a missing pod: %v, want 404", err)
+	}
+}
+
+func TestNodeRestrictionPodCertificateRequests(t *testing.T) {
+	n1 := &authn.User{Name: "system:node:n1", Groups: []string{"system:nodes"}}
+	pcrs := certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests")
+	withCert := func(name, uid, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)}, Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "robot",
+			Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/s", KeyType: "ED25519", CredentialBundlePath: "b.pem"}}}}}}}}}
+	}
+	r := newObjects(corev1.SchemeGroupVersion.WithResource("pods"), withCert("web", "u1", "n1"), withCert("db", "u2", "n2")).
+		with(corev1.SchemeGroupVersion.WithResource("nodes"), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}).
+		with(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "robot", UID: "sa-uid"}})
+	plugin := NewNodeRestriction(r, nil)
+	req := func(mut func(s *certificatesv1.PodCertificateRequestSpec)) *certificatesv1.PodCertificateRequest {
+		s := certificatesv1.PodCertificateRequestSpec{SignerName: "example.com/s", PodName: "web", PodUID: "u1", ServiceAccountName: "robot", ServiceAccountUID: "sa-uid", NodeName: "n1", NodeUID: "node-uid"}
+		if mut != nil {
+			mut(&s)
+		}
+		return &certificatesv1.PodCertificateRequest{Spec: s}
+	}
+	tests := []struct {
+		name      string
+		obj       *certificatesv1.PodCertificateRequest
+		wantMsg   string
+		forbidden bool
+	}{
+		{name: "its pod", obj: req(nil)},
+		{name: "another node's pod", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.PodName, s.PodUID = "db", "u2" }), forbidden: true,
+			wantMsg: `podcertificaterequests.certificates.k8s.io is forbidden: pod "ns/db" is not running on node "n1" named in the PodCertificateRequest`},
+		{name: "naming another node", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.NodeName = "n2" }), forbidden: true,
+			wantMsg: `podcertificaterequests.certificates.k8s.io is forbidden: PodCertificateRequest.Spec.NodeName="n2", which is not the requesting node "n1"`},
+		{name: "another signer", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.SignerName = "example.com/other" }), forbidden: true,
+			wantMsg: `podcertificaterequests.certificates.k8s.io is forbidden: pod "ns/web" has no podCertificate volume for signer "example.com/other"`},
+		{name: "another service account", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.ServiceAccountName = "default" }), forbidden: true,
+			wantMsg: `podcertificaterequests.certificates.k8s.io is forbidden: PodCertificateRequest for pod "ns/web" contains serviceAccountName ("default") that differs from running pod ("robot")`},
+		{name: "stale pod UID", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.PodUID = "old" }),
+			wantMsg: `Internal error occurred: PodCertificateRequest for pod "ns/web" contains pod UID ("old") which differs from running pod "u1"`},
+		{name: "stale node UID", obj: req(func(s *certificatesv1.PodCertificateRequestSpec) { s.NodeUID = "old" }),
+			wantMsg: `Internal error occurred: PodCertificateRequest for pod "ns/web" names node UID "old", inconsistent with the running node ("node-uid")`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := plugin.Admit(context.Background(), &Attributes{Operation: Create, Resource: pcrs, Namespace: "ns", Object: tc.obj, User: n1})
+			switch {
+			case tc.wantMsg == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantMsg != "" && (err == nil || err.Error() != tc.wantMsg || apierrors.IsForbidden(err) != tc.forbidden):
+				t.Fatalf("error = %v (forbidden %v), want %q (forbidden %v)", err, apierrors.IsForbidden(err), tc.wantMsg, tc.forbidden)
+			}
+		})
 	}
 }

@@ -41,6 +41,7 @@ func TestProjectedServiceAccountToken(t *testing.T) {
 	}})
 	m.Tokens = NewTokens(req, clk)
 	m.Tokens.jitter = func() time.Duration { return 0 }
+	t.Cleanup(func() { _ = m.Teardown("pod-1") }) // projected volumes are tmpfs mounts
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "pod-1"},
 		Spec: corev1.PodSpec{ServiceAccountName: "robot", Volumes: []corev1.Volume{

@@ -1,7 +1,8 @@
 // Package volume sets up a pod's volumes on the node: emptyDir (disk, or
 // tmpfs for medium Memory), configMap and secret (kept up to date through
 // an atomic writer with a ..data symlink, as upstream), downwardAPI,
-// projected (configMap, secret and downwardAPI sources), and hostPath, each
+// projected (configMap, secret, downwardAPI, serviceAccountToken,
+// clusterTrustBundle and podCertificate sources), and hostPath, each
 // under <root>/pods/<uid>/volumes/<plugin>/<name>. Setup is idempotent and
 // is called at every pod sync, so sources that change are written again.
 package volume
@@ -37,6 +38,11 @@ type Manager struct {
 	// Tokens fills serviceAccountToken sources (projected_token.go); nil
 	// leaves them out.
 	Tokens *Tokens
+	// Certificates fills podCertificate sources (podcertificate.go) and
+	// TrustBundles clusterTrustBundle sources (trustbundle.go); nil
+	// makes such a volume fail to set up.
+	Certificates *Certificates
+	TrustBundles TrustBundleGetter
 	// Allocatable sizes a Memory emptyDir without a sizeLimit and resolves
 	// resourceFieldRef limits a container does not set.
 	Allocatable func() corev1.ResourceList
@@ -141,7 +147,7 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 	case v.Projected != nil:
 		dir := m.dir(pod, "kubernetes.io~projected", v.Name)
 		payload := map[string]File{}
-		for _, src := range v.Projected.Sources {
+		for i, src := range v.Projected.Sources {
 			var part map[string]File
 			var err error
 			switch {
@@ -153,6 +159,10 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 				part, err = m.downwardPayload(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
 			case src.ServiceAccountToken != nil:
 				part, err = m.tokenPayload(ctx, pod, src.ServiceAccountToken, v.Projected.DefaultMode) // projected_token.go
+			case src.ClusterTrustBundle != nil:
+				part, err = m.trustBundlePayload(ctx, src.ClusterTrustBundle, v.Projected.DefaultMode) // trustbundle.go
+			case src.PodCertificate != nil:
+				part, err = m.certificatePayload(ctx, pod, v.Name, i, src.PodCertificate, v.Projected.DefaultMode) // podcertificate.go
 			}
 			if err != nil {
 				return "", err
@@ -160,6 +170,13 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 			for k, f := range part {
 				payload[k] = f
 			}
+		}
+		// On tmpfs, as upstream: tokens and private keys stay off disk.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		if err := mountTmpfs(dir, 0); err != nil {
+			return "", err
 		}
 		_, err := WriteAtomic(dir, payload)
 		return dir, err
@@ -383,6 +400,9 @@ func mountTmpfs(dir string, size int64) error {
 func (m *Manager) Teardown(uid string) error {
 	if m.Tokens != nil {
 		m.Tokens.Forget(types.UID(uid))
+	}
+	if m.Certificates != nil {
+		m.Certificates.Forget(types.UID(uid))
 	}
 	dir := m.PodDir(uid)
 	volumes := filepath.Join(dir, "volumes")

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 )
@@ -18,12 +19,13 @@ const (
 	kindVA
 	kindServiceAccount
 	kindPod
+	kindPCR
 )
 
 // hasPath reports whether the object (kind, namespace, name) is used by a
 // pod bound to node, the edges of upstream's graph: pod → secret,
 // configmap, PVC, service account; PVC → PV; PV → secret (CSI secret
-// references); VolumeAttachment → node.
+// references); VolumeAttachment → node; PodCertificateRequest → node.
 func (a *Authorizer) hasPath(ctx context.Context, node string, k kind, namespace, name string) (bool, error) {
 	switch k {
 	case kindVA:
@@ -42,6 +44,12 @@ func (a *Authorizer) hasPath(ctx context.Context, node string, k kind, namespace
 			return false, nil
 		}
 		return a.hasPath(ctx, node, kindPVC, ref.Namespace, ref.Name)
+	case kindPCR:
+		var pcr certificatesv1.PodCertificateRequest
+		if err := a.r.Get(ctx, gvrPCRs, namespace, name, false, &pcr); err != nil {
+			return false, err
+		}
+		return string(pcr.Spec.NodeName) == node, nil
 	case kindPod:
 		var pod corev1.Pod
 		if err := a.r.Get(ctx, gvrPods, namespace, name, false, &pod); err != nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strings"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -85,6 +86,7 @@ var (
 	gvrPVs     = corev1.SchemeGroupVersion.WithResource("persistentvolumes")
 	gvrPVCs    = corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
 	gvrVAs     = storagev1.SchemeGroupVersion.WithResource("volumeattachments")
+	gvrPCRs    = certificatesv1.SchemeGroupVersion.WithResource("podcertificaterequests")
 	noRelation = "no relationship found between node '%s' and this object"
 )
 
@@ -129,6 +131,8 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authz.Attributes) (aut
 			return nodeObject(node, attrs)
 		case schema.GroupResource{Resource: "pods"}:
 			return a.pod(ctx, node, attrs)
+		case schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}:
+			return a.podCertificateRequest(ctx, node, attrs)
 		}
 	}
 	if rbac.RulesAllow(attrs, a.nodeRules...) {
@@ -185,7 +189,12 @@ func (a *Authorizer) related(ctx context.Context, node string, k kind, attrs aut
 	return authz.Allow, "", nil
 }
 
+// serviceAccount: a node may read (podCertificate requests name the
+// account's UID) and create tokens for the accounts of its pods.
 func (a *Authorizer) serviceAccount(ctx context.Context, node string, attrs authz.Attributes) (authz.Decision, string, error) {
+	if attrs.Verb == "get" && attrs.Subresource == "" {
+		return a.readNamespaced(ctx, node, kindServiceAccount, attrs)
+	}
 	if attrs.Verb != "create" || attrs.Name == "" {
 		return authz.NoOpinion, "can only create tokens for individual service accounts", nil
 	}
@@ -265,4 +274,26 @@ func (a *Authorizer) pod(ctx context.Context, node string, attrs authz.Attribute
 		}
 	}
 	return authz.NoOpinion, "", nil
+}
+
+// podCertificateRequest is upstream's rule: a node may create requests
+// (NodeRestriction narrows them to its own pods), get those naming it,
+// and list or watch with a spec.nodeName=<itself> field selector; never
+// the status.
+func (a *Authorizer) podCertificateRequest(ctx context.Context, node string, attrs authz.Attributes) (authz.Decision, string, error) {
+	if attrs.Subresource != "" {
+		return authz.NoOpinion, "nodes may not access the status subresource of PodCertificateRequests", nil
+	}
+	switch attrs.Verb {
+	case "create":
+		return authz.Allow, "", nil
+	case "get":
+		return a.related(ctx, node, kindPCR, attrs)
+	case "list", "watch":
+		if selectorValue(attrs.FieldSelector, "spec.nodeName") == node {
+			return authz.Allow, "", nil
+		}
+		return authz.NoOpinion, "can only list/watch podcertificaterequests with nodeName field selector", nil
+	}
+	return authz.NoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", attrs.Verb), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ type store struct {
 	pvcs []corev1.PersistentVolumeClaim
 	pvs  []corev1.PersistentVolume
 	vas  []storagev1.VolumeAttachment
+	pcrs []certificatesv1.PodCertificateRequest
 }
 
 func (s *store) List(_ context.Context, gvr schema.GroupVersionResource, ns string, _ bool, into runtime.Object) error {
@@ -53,6 +55,13 @@ func (s *store) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name
 	case *corev1.PersistentVolume:
 		for _, p := range s.pvs {
 			if p.Name == name {
+				*o = p
+				return nil
+			}
+		}
+	case *certificatesv1.PodCertificateRequest:
+		for _, p := range s.pcrs {
+			if p.Namespace == ns && p.Name == name {
 				*o = p
 				return nil
 			}
@@ -98,6 +107,10 @@ func testStore() *store {
 			{ObjectMeta: metav1.ObjectMeta{Name: "pv2"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "other"}}},
 		},
 		vas: []storagev1.VolumeAttachment{{ObjectMeta: metav1.ObjectMeta{Name: "va1"}, Spec: storagev1.VolumeAttachmentSpec{NodeName: "n1"}}},
+		pcrs: []certificatesv1.PodCertificateRequest{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "req-web"}, Spec: certificatesv1.PodCertificateRequestSpec{NodeName: "n1", PodName: "web"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "req-db"}, Spec: certificatesv1.PodCertificateRequestSpec{NodeName: "n2", PodName: "db"}},
+		},
 	}
 }
 
@@ -132,6 +145,16 @@ func TestAuthorize(t *testing.T) {
 		{"its volume attachment", res("get", "storage.k8s.io", "volumeattachments", "", "", "va1"), authz.Allow, ""},
 		{"token for its pod's service account", res("create", "", "serviceaccounts", "token", "ns", "web-sa"), authz.Allow, ""},
 		{"token for another account", res("create", "", "serviceaccounts", "token", "ns", "default"), authz.NoOpinion, "no relationship found between node 'n1' and this object"},
+		{"read its pod's service account", res("get", "", "serviceaccounts", "", "ns", "web-sa"), authz.Allow, ""},
+		{"read another service account", res("get", "", "serviceaccounts", "", "ns", "default"), authz.NoOpinion, "no relationship found between node 'n1' and this object"},
+		{"create a pod certificate request", res("create", "certificates.k8s.io", "podcertificaterequests", "", "ns", ""), authz.Allow, ""},
+		{"get its pod certificate request", res("get", "certificates.k8s.io", "podcertificaterequests", "", "ns", "req-web"), authz.Allow, ""},
+		{"get another node's request", res("get", "certificates.k8s.io", "podcertificaterequests", "", "ns", "req-db"), authz.NoOpinion, "no relationship found between node 'n1' and this object"},
+		{"watch its requests", withSelector(res("watch", "certificates.k8s.io", "podcertificaterequests", "", "", ""), "spec.nodeName=n1"), authz.Allow, ""},
+		{"watch all requests", res("watch", "certificates.k8s.io", "podcertificaterequests", "", "", ""), authz.NoOpinion, "can only list/watch podcertificaterequests with nodeName field selector"},
+		{"issue a request", res("update", "certificates.k8s.io", "podcertificaterequests", "status", "ns", "req-web"), authz.NoOpinion, "nodes may not access the status subresource of PodCertificateRequests"},
+		{"delete a request", res("delete", "certificates.k8s.io", "podcertificaterequests", "", "ns", "req-web"), authz.NoOpinion, "nodes may not delete podcertificaterequests"},
+		{"cluster trust bundles by system:node rules", res("list", "certificates.k8s.io", "clustertrustbundles", "", "", ""), authz.Allow, ""},
 		{"own node", res("get", "", "nodes", "", "", "n1"), authz.Allow, ""},
 		{"another node", res("get", "", "nodes", "", "", "n2"), authz.NoOpinion, "node 'n1' cannot read 'n2', only its own Node object"},
 		{"node status", res("patch", "", "nodes", "status", "", "n1"), authz.Allow, ""},

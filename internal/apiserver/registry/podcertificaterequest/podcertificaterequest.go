@@ -29,6 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
@@ -72,9 +74,14 @@ type Strategy struct {
 
 var _ registry.Strategy = Strategy{}
 
-// PrepareForCreate clears the status.
+// PrepareForCreate clears the status and defaults maxExpirationSeconds
+// to 24 hours, as upstream's defaulting does.
 func (Strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
-	obj.(*certificatesv1.PodCertificateRequest).Status = certificatesv1.PodCertificateRequestStatus{}
+	r := obj.(*certificatesv1.PodCertificateRequest)
+	r.Status = certificatesv1.PodCertificateRequestStatus{}
+	if r.Spec.MaxExpirationSeconds == nil {
+		r.Spec.MaxExpirationSeconds = ptr.To[int32](kubernetesMaxMaxExpirationSeconds)
+	}
 }
 
 // PrepareForUpdate keeps the status.

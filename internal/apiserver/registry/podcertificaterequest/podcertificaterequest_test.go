@@ -125,3 +125,21 @@ func TestValidateStatusUpdate(t *testing.T) {
 		})
 	}
 }
+
+// A kubelet leaves maxExpirationSeconds out when the pod's source does:
+// the request is created with upstream's default of 24 hours.
+func TestPrepareForCreateDefaultsExpiration(t *testing.T) {
+	r := request(t)
+	r.Spec.MaxExpirationSeconds = nil
+	r.Status.CertificateChain = "forged"
+	Strategy{}.PrepareForCreate(context.Background(), r)
+	if diff := cmp.Diff(ptr.To[int32](86400), r.Spec.MaxExpirationSeconds); diff != "" {
+		t.Fatalf("maxExpirationSeconds (-want +got):\n%s", diff)
+	}
+	if r.Status.CertificateChain != "" {
+		t.Fatal("status kept on create")
+	}
+	if errs := (Strategy{}).Validate(context.Background(), r); len(errs) != 0 {
+		t.Fatalf("defaulted request invalid: %v", errs)
+	}
+}

@@ -190,6 +190,27 @@ func TestValidate(t *testing.T) {
 			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, SuccessThreshold: 2}
 		}, want: []string{"FieldValueInvalid spec.containers[0].livenessProbe.successThreshold"}},
 		{name: "active deadline zero", mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr(int64(0)) }, want: []string{"FieldValueInvalid spec.activeDeadlineSeconds"}},
+		{name: "certificate sources", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/s", KeyType: "ED25519", CredentialBundlePath: "b.pem", MaxExpirationSeconds: ptr(int32(3600))}},
+				{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{SignerName: ptr("example.com/s"), LabelSelector: &metav1.LabelSelector{}, Path: "trust.pem"}},
+			}}}}}
+		}},
+		{name: "bad certificate sources", mutate: func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/s", KeyType: "DSA", MaxExpirationSeconds: ptr(int32(91*24*3600 + 1))}},
+				{PodCertificate: &corev1.PodCertificateProjection{SignerName: "kubernetes.io/x", KeyType: "ED25519", KeyPath: "k", CertificateChainPath: "k", MaxExpirationSeconds: ptr(int32(3599))}},
+				{ClusterTrustBundle: &corev1.ClusterTrustBundleProjection{Name: ptr("n"), LabelSelector: &metav1.LabelSelector{}}},
+			}}}}}
+		}, want: []string{
+			"FieldValueNotSupported spec.volumes[0].projected.sources[0].podCertificate.keyType",
+			"FieldValueInvalid spec.volumes[0].projected.sources[0].podCertificate.maxExpirationSeconds",
+			"FieldValueRequired spec.volumes[0].projected.sources[0].podCertificate",
+			"FieldValueInvalid spec.volumes[0].projected.sources[1].podCertificate.maxExpirationSeconds",
+			"FieldValueInvalid spec.volumes[0].projected",
+			"FieldValueInvalid spec.volumes[0].projected.sources[2].clusterTrustBundle.labelSelector",
+			"FieldValueRequired spec.volumes[0].projected.sources[2].clusterTrustBundle.path",
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/skiff-sh/skiff/internal/apiserver/registry/podcertificaterequest"
 )
 
 var (
@@ -199,6 +202,92 @@ func validateVolumeSource(src *corev1.VolumeSource, path *field.Path) field.Erro
 	}
 	if s := src.EmptyDir; s != nil && s.SizeLimit != nil && s.SizeLimit.Sign() < 0 {
 		errs = append(errs, field.Forbidden(path.Child("emptyDir", "sizeLimit"), "SizeLimit field must be a valid resource quantity"))
+	}
+	if s := src.Projected; s != nil {
+		errs = append(errs, validateCertificateSources(s.Sources, path.Child("projected"))...)
+	}
+	return errs
+}
+
+// podCertificateKeyTypes are the key types a kubelet generates.
+var podCertificateKeyTypes = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"}
+
+// validateCertificateSources checks a projected volume's podCertificate
+// and clusterTrustBundle sources with upstream's rules and messages (the
+// other sources' checks are not done here yet).
+func validateCertificateSources(sources []corev1.VolumeProjection, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	paths := sets.New[string]()
+	addPath := func(p string, fp *field.Path) {
+		errs = append(errs, validateLocalPath(p, fp)...)
+		if paths.Has(p) {
+			errs = append(errs, field.Invalid(path, p, "conflicting duplicate paths"))
+		}
+		paths.Insert(p)
+	}
+	for i, src := range sources {
+		sp := path.Child("sources").Index(i)
+		if b := src.ClusterTrustBundle; b != nil {
+			bp := sp.Child("clusterTrustBundle")
+			switch {
+			case b.Name != nil && b.SignerName != nil:
+				errs = append(errs, field.Invalid(bp, b, "only one of name and signerName may be used"))
+			case b.Name != nil:
+				if *b.Name == "" {
+					errs = append(errs, field.Required(bp.Child("name"), "must be a valid object name"))
+				}
+				if b.LabelSelector != nil {
+					errs = append(errs, field.Invalid(bp.Child("labelSelector"), b.LabelSelector, "labelSelector must be unset if name is specified"))
+				}
+			case b.SignerName != nil:
+				errs = append(errs, podcertificaterequest.ValidateSignerName(bp.Child("signerName"), *b.SignerName)...)
+				errs = append(errs, metavalidation.ValidateLabelSelector(b.LabelSelector, metavalidation.LabelSelectorValidationOptions{}, bp.Child("labelSelector"))...)
+			default:
+				errs = append(errs, field.Required(bp, "either name or signerName must be specified"))
+			}
+			if b.Path == "" {
+				errs = append(errs, field.Required(bp.Child("path"), ""))
+			} else {
+				addPath(b.Path, bp.Child("path"))
+			}
+		}
+		c := src.PodCertificate
+		if c == nil {
+			continue
+		}
+		cp := sp.Child("podCertificate")
+		errs = append(errs, podcertificaterequest.ValidateSignerName(cp.Child("signerName"), c.SignerName)...)
+		if c.UserAnnotations != nil {
+			errs = append(errs, apivalidation.ValidateAnnotations(c.UserAnnotations, cp.Child("userAnnotations"))...)
+		}
+		if !slices.Contains(podCertificateKeyTypes, c.KeyType) {
+			errs = append(errs, field.NotSupported(cp.Child("keyType"), c.KeyType, podCertificateKeyTypes))
+		}
+		if m := c.MaxExpirationSeconds; m != nil {
+			if *m < 3600 {
+				errs = append(errs, field.Invalid(cp.Child("maxExpirationSeconds"), *m, "if provided, maxExpirationSeconds must be >= 3600"))
+			}
+			upper := int32(91 * 24 * 3600)
+			if podcertificaterequest.IsKubernetesSignerName(c.SignerName) {
+				upper = 24 * 3600
+			}
+			if *m > upper {
+				errs = append(errs, field.Invalid(cp.Child("maxExpirationSeconds"), *m, fmt.Sprintf("if provided, maxExpirationSeconds must be <= %d", upper)))
+			}
+		}
+		n := 0
+		for _, f := range []struct {
+			p     string
+			child string
+		}{{c.CredentialBundlePath, "credentialBundlePath"}, {c.KeyPath, "keyPath"}, {c.CertificateChainPath, "certificateChainPath"}} {
+			if f.p != "" {
+				n++
+				addPath(f.p, cp.Child(f.child))
+			}
+		}
+		if n == 0 {
+			errs = append(errs, field.Required(cp, "specify at least one of credentialBundlePath, keyPath, and certificateChainPath"))
+		}
 	}
 	return errs
 }
