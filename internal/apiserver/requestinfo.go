@@ -93,7 +93,9 @@ func parseRequestInfo(r *http.Request) RequestInfo {
 		} else {
 			info.Verb = "list"
 		}
-	} else if info.Name != "" && info.Verb == "get" && (q.Get("watch") == "true" || q.Get("watch") == "1") {
+	} else if info.Name != "" && info.Subresource == "" && info.Verb == "get" && (q.Get("watch") == "true" || q.Get("watch") == "1") {
+		// (Not of a subresource: a query for pods/NAME/proxy/... is the
+		// backend's, and a GET there is get pods/proxy whatever it says.)
 		info.Verb = "watch"
 	}
 	if info.Name == "" && info.Verb == "delete" {

@@ -250,6 +250,16 @@ func TestProxySubresources(t *testing.T) {
 		}
 	})
 
+	t.Run("the query is the backend's", func(t *testing.T) {
+		// watch=true is not a watch of pods/proxy.
+		for _, q := range []string{"watch=true", "watch=1&resourceVersion=0", "labelSelector=a%3Db"} {
+			r := proxyDo(t, admin, "GET", base+"/pods/web/proxy/q?"+q, "")
+			if r.code != 200 || r.echo(t).Query != q {
+				t.Errorf("GET ...?%s: %d %s", q, r.code, r.body)
+			}
+		}
+	})
+
 	t.Run("every method, pod and service", func(t *testing.T) {
 		for _, target := range []string{"pods/web", "pods/web:" + httpPort, "pods/http:web:" + httpPort, "services/web:http", "services/web:80", "services/http:web:80"} {
 			for _, m := range []string{"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"} {
