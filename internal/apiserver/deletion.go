@@ -116,6 +116,13 @@ func decideDeletion(ctx context.Context, strategy registry.Strategy, cur runtime
 		}
 	}
 
+	// The first mark changes what the object's controllers should do:
+	// its generation (where it has one) moves on, as upstream's.
+	bumpGeneration := func() {
+		if g := nm.GetGeneration(); g > 0 {
+			nm.SetGeneration(g + 1)
+		}
+	}
 	switch {
 	case graceful:
 		if nm.GetDeletionTimestamp() != nil {
@@ -123,6 +130,8 @@ func decideDeletion(ctx context.Context, strategy registry.Strategy, cur runtime
 			if g := nm.GetDeletionGracePeriodSeconds(); g != nil && *g <= grace {
 				return deletion{action: alreadyMarked}
 			}
+		} else {
+			bumpGeneration()
 		}
 		t := metav1.NewTime(now.Add(time.Duration(grace) * time.Second))
 		nm.SetDeletionTimestamp(&t)
@@ -133,6 +142,7 @@ func decideDeletion(ctx context.Context, strategy registry.Strategy, cur runtime
 		if nm.GetDeletionTimestamp() == nil {
 			t := metav1.NewTime(now)
 			nm.SetDeletionTimestamp(&t)
+			bumpGeneration()
 		}
 		zero := int64(0)
 		nm.SetDeletionGracePeriodSeconds(&zero)

@@ -36,6 +36,7 @@ func TestDecideDeletion(t *testing.T) {
 		return p
 	}
 	foreground := metav1.DeletePropagationForeground
+	withGeneration := func(p *corev1.Pod, g int64) *corev1.Pod { p.Generation = g; return p }
 
 	// want is the decision, and for markForDeletion the marked object's
 	// deletionTimestamp, deletionGracePeriodSeconds and finalizers.
@@ -44,6 +45,7 @@ func TestDecideDeletion(t *testing.T) {
 		Grace             *int64
 		Finalizers        []string
 		Phase             corev1.NamespacePhase
+		Generation        int64
 	}
 	tests := []struct {
 		name     string
@@ -81,6 +83,15 @@ func TestDecideDeletion(t *testing.T) {
 		{"bound pod: graceful with its termination grace", pod.Strategy{},
 			boundPod(30), metav1.DeleteOptions{},
 			markForDeletion, &marked{DeletionTimestamp: at(30 * time.Second), Grace: ptr.To[int64](30)}},
+		{"bound pod: the first mark moves its generation on", pod.Strategy{},
+			withGeneration(boundPod(60), 1), metav1.DeleteOptions{},
+			markForDeletion, &marked{DeletionTimestamp: at(60 * time.Second), Grace: ptr.To[int64](60), Generation: 2}},
+		{"terminating pod, shorter grace: generation stays", pod.Strategy{},
+			withGeneration(terminatingPod(10), 2), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](5)},
+			markForDeletion, &marked{DeletionTimestamp: at(5 * time.Second), Grace: ptr.To[int64](5), Generation: 2}},
+		{"object with a finalizer and a generation: moves on", registry.DefaultStrategy{},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 3, Finalizers: []string{"example.com/hold"}}}, metav1.DeleteOptions{},
+			markForDeletion, &marked{DeletionTimestamp: at(0), Grace: ptr.To[int64](0), Finalizers: []string{"example.com/hold"}, Generation: 4}},
 		{"bound pod, grace 0: delete now", pod.Strategy{},
 			boundPod(30), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, deleteNow, nil},
 		{"unbound pod: delete now", pod.Strategy{},
@@ -116,7 +127,7 @@ func TestDecideDeletion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := &marked{DeletionTimestamp: m.GetDeletionTimestamp(), Grace: m.GetDeletionGracePeriodSeconds(), Finalizers: m.GetFinalizers()}
+			got := &marked{DeletionTimestamp: m.GetDeletionTimestamp(), Grace: m.GetDeletionGracePeriodSeconds(), Finalizers: m.GetFinalizers(), Generation: m.GetGeneration()}
 			if ns, ok := d.object.(*corev1.Namespace); ok {
 				got.Phase = ns.Status.Phase
 			}
