@@ -3,7 +3,8 @@
 // mixed churn, sampled for growth.
 //
 //	go test ./bench/soak/ -run '^$' -bench Soak -benchtime=1x -timeout 2h -v
-//	# DURATION (1h), SAMPLE (30s), NODES (40), SOAK_CSV (a file for the samples)
+//	# DURATION (1h), SAMPLE (30s), NODES (40), SOAK_CSV (a file for the samples),
+//	# SOAK_HEAP (a directory for heap profiles half-way and at the end)
 //	# SKIFF_BIN reuses a built binary
 //
 // The churn: simulated nodes (internal/simulate, in this process) of which
@@ -222,6 +223,25 @@ func BenchmarkSoak(b *testing.B) {
 		out = f
 	}
 	fmt.Fprintln(out, "seconds,rss_bytes,heap_inuse_bytes,goroutines,open_fds,watches,pods,etcd_keys")
+	// SOAK_HEAP=dir keeps the server's heap profile (after a collection)
+	// half-way and at the end, as mid.pb.gz and end.pb.gz: pprof -base
+	// mid.pb.gz end.pb.gz shows what the second half added.
+	heapDir := os.Getenv("SOAK_HEAP")
+	saveHeap := func(name string) {
+		if heapDir == "" {
+			return
+		}
+		hctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		prof, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").DoRaw(hctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(heapDir, name+".pb.gz"), prof, 0o644)
+		}
+		if err != nil {
+			b.Logf("heap profile %s: %v", name, err)
+		}
+	}
+	midSaved := false
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for done := false; !done; {
@@ -237,12 +257,17 @@ func BenchmarkSoak(b *testing.B) {
 		}
 		s.at = time.Since(start)
 		samples = append(samples, s)
+		if !midSaved && s.at >= duration/2 {
+			saveHeap("mid")
+			midSaved = true
+		}
 		fmt.Fprintf(out, "%.0f,%d,%d,%d,%d,%d,%d,%d\n", s.at.Seconds(), s.rss, s.heap, s.goroutines, s.fds, s.watches, s.pods, s.objs)
 		if f, ok := out.(*os.File); ok {
 			_ = f.Sync()
 		}
 	}
 	b.StopTimer()
+	saveHeap("end")
 	report(b, samples, duration)
 	st := sim.Stats()
 	b.Logf("churn: %d jobs created, %d churn errors (%s), simulator errors %d", jobs, churnErrs.n, churnErrs.first, st.Errors)

@@ -37,6 +37,12 @@ const (
 	memberName               = "skiff"
 )
 
+// The embedded member's raft log bounds (etcd's defaults: 10,000 and 5,000).
+const (
+	snapshotCount          = 5000
+	snapshotCatchUpEntries = 500
+)
+
 // Options configure the store. The zero value (plus Dir) is an embedded etcd
 // on free loopback ports.
 type Options struct {
@@ -262,6 +268,14 @@ func (e *Etcd) embedConfig() *embed.Config {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.QuotaBackendBytes = e.opts.QuotaBackendBytes
 	cfg.UnsafeNoFsync = e.opts.UnsafeNoFsync
+	// The raft log lives in memory from one snapshot to the next, plus the
+	// entries kept after it for followers to catch up: up to 15,000 with
+	// etcd's defaults, each a whole write (a pod update is some KiB), the
+	// largest thing that grows in a busy server's heap for its first half
+	// hour. The member is alone (its cluster is itself), so no follower
+	// needs those entries.
+	cfg.SnapshotCount = snapshotCount
+	cfg.SnapshotCatchUpEntries = snapshotCatchUpEntries
 	if m := e.opts.Member; m != nil {
 		// Mutual TLS on both URLs: a client or peer must present a
 		// certificate from the member's CA.

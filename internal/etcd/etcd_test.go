@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +223,48 @@ func TestExternalTLS(t *testing.T) {
 	}
 	if _, err := (ClientTLS{CertFile: files.ClientCert}).Config(); err == nil {
 		t.Error("a certificate without its key was accepted")
+	}
+}
+
+// TestRaftLogSnapshottedSooner: the embedded member snapshots its raft log
+// (and so frees the entries held in memory) after snapshotCount writes,
+// not etcd's default 10,000.
+func TestRaftLogSnapshottedSooner(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, h := launch(t, Options{Dir: dir, UnsafeNoFsync: true})
+	defer h.Stop()
+	snaps := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "member", "snap", "*.snap"))
+		return m
+	}
+	if s := snaps(); len(s) != 0 {
+		t.Fatalf("snapshots before any write: %v", s)
+	}
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, snapshotCount+100)
+	for i := range snapshotCount + 100 {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			if _, err := e.Client().Put(ctx, fmt.Sprintf("/registry/k/%d", i), "v"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(snaps()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no raft snapshot after %d writes", snapshotCount+100)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
