@@ -187,6 +187,7 @@ func TestFSGroup(t *testing.T) {
 	}
 	g := &fakeGetter{secrets: map[string]*corev1.Secret{"s": {Data: map[string][]byte{"data-1": []byte("value-1")}}}}
 	m := NewManager(t.TempDir(), g)
+	t.Cleanup(func() { _ = m.Teardown("u-fsgroup") }) // projected volumes are tmpfs mounts
 	host := t.TempDir()
 	hostInfo, err := os.Stat(host)
 	if err != nil {
