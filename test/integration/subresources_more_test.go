@@ -20,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -121,6 +122,19 @@ func TestIssueThreeSubresources(t *testing.T) {
 		if len(approved.Status.Conditions) != 1 || approved.Status.Conditions[0].Type != certificatesv1.CertificateApproved {
 			t.Fatalf("conditions after approval: %+v", approved.Status.Conditions)
 		}
+		// A merge patch of /approval, as the conformance test sends: the
+		// metadata and the conditions change, nothing else.
+		patched, err := cs.CertificatesV1().CertificateSigningRequests().Patch(ctx, csr.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"patchedapproval":"true"}},"status":{"conditions":[`+
+				`{"type":"Approved","status":"True","reason":"Test","message":"approved in a test"},`+
+				`{"type":"ApprovalPatch","status":"True","reason":"e2e"}]}}`), metav1.PatchOptions{}, "approval")
+		if err != nil {
+			t.Fatalf("patch approval: %v", err)
+		}
+		if len(patched.Status.Conditions) != 2 || patched.Status.Conditions[1].Type != "ApprovalPatch" || patched.Annotations["patchedapproval"] != "true" {
+			t.Fatalf("after the approval patch: conditions %+v annotations %v", patched.Status.Conditions, patched.Annotations)
+		}
+		approved = patched
 		// Approval can't change the spec.
 		approved.Spec.SignerName = "example.com/other"
 		approved.Status.Conditions = nil

@@ -125,8 +125,8 @@ func prepareStatus(csr, old *certificatesv1.CertificateSigningRequest, now time.
 }
 
 // PrepareForApprovalUpdate applies the rules of the approval subresource:
-// only status.conditions of type Approved or Denied come from obj;
-// everything else (spec, certificate, other conditions) is kept from old.
+// status.conditions come from obj (all of them, as upstream's);
+// everything else (spec, the rest of the status) is kept from old.
 func PrepareForApprovalUpdate(obj, old *certificatesv1.CertificateSigningRequest) {
 	PrepareForApprovalUpdateAt(obj, old, time.Now())
 }
@@ -134,29 +134,27 @@ func PrepareForApprovalUpdate(obj, old *certificatesv1.CertificateSigningRequest
 // PrepareForApprovalUpdateAt is PrepareForApprovalUpdate with the time used
 // for new conditions' timestamps given.
 func PrepareForApprovalUpdateAt(obj, old *certificatesv1.CertificateSigningRequest, now time.Time) {
+	// As upstream's: the conditions are the request's, all of them (the
+	// validation keeps Approved and Denied once set); the rest of the
+	// status and the spec stay.
 	obj.Spec = old.Spec
-	obj.Status.Certificate = old.Status.Certificate
-	var conds []certificatesv1.CertificateSigningRequestCondition
-	for _, c := range obj.Status.Conditions {
-		if isApprovalCondition(c.Type) {
-			conds = append(conds, c)
-		}
-	}
-	for _, c := range old.Status.Conditions {
-		if !isApprovalCondition(c.Type) {
-			conds = append(conds, c)
-		}
-	}
+	conds := obj.Status.Conditions
+	obj.Status = *old.Status.DeepCopy()
 	obj.Status.Conditions = conds
 	stampConditions(obj, old, now)
 }
 
 // ValidateApprovalUpdate checks an update through /approval: the
-// conditions must be valid, and an Approved or Denied condition, once set,
-// may be neither removed nor changed.
+// conditions must be valid, an Approved or Denied condition, once set, may
+// be neither removed nor changed, and a Failed one not removed.
 func ValidateApprovalUpdate(obj, old *certificatesv1.CertificateSigningRequest) field.ErrorList {
 	path := field.NewPath("status", "conditions")
 	errs := validateConditions(obj.Status.Conditions, path)
+	if _, had := findCondition(old.Status.Conditions, certificatesv1.CertificateFailed); had {
+		if _, has := findCondition(obj.Status.Conditions, certificatesv1.CertificateFailed); !has {
+			errs = append(errs, field.Forbidden(path, fmt.Sprintf("updates may not remove a condition of type %q", certificatesv1.CertificateFailed)))
+		}
+	}
 	for _, t := range []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateDenied} {
 		before, had := findCondition(old.Status.Conditions, t)
 		if !had {

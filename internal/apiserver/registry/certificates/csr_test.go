@@ -194,13 +194,18 @@ func TestApproval(t *testing.T) {
 	next := old.DeepCopy()
 	next.Spec.SignerName = "evil.io/x"
 	next.Status.Certificate = []byte("forged")
-	next.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: "Approved", Status: "True", Reason: "KubectlApprove"}}
+	next.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{
+		{Type: "Approved", Status: "True", Reason: "KubectlApprove"},
+		{Type: "Failed", Status: "True", LastTransitionTime: earlier, LastUpdateTime: earlier},
+		{Type: "ApprovalPatch", Status: "True", Reason: "e2e"},
+	}
 	PrepareForApprovalUpdateAt(next, old, now)
 	want := certificatesv1.CertificateSigningRequest{
 		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "a.io/x"},
 		Status: certificatesv1.CertificateSigningRequestStatus{Certificate: []byte("kept"), Conditions: []certificatesv1.CertificateSigningRequestCondition{
 			{Type: "Approved", Status: "True", Reason: "KubectlApprove", LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)},
 			{Type: "Failed", Status: "True", LastTransitionTime: earlier, LastUpdateTime: earlier},
+			{Type: "ApprovalPatch", Status: "True", Reason: "e2e", LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)},
 		}},
 	}
 	if diff := cmp.Diff(want, *next); diff != "" {
@@ -226,6 +231,8 @@ func TestApproval(t *testing.T) {
 		{name: "approved then denied", old: approved, new: []certificatesv1.CertificateSigningRequestCondition{cond("Denied", "True")},
 			want: []string{"status.conditions: Forbidden"}},
 		{name: "re-approve keeps", old: approved, new: approved},
+		{name: "remove failed", old: []certificatesv1.CertificateSigningRequestCondition{cond("Failed", "True")}, new: approved,
+			want: []string{"status.conditions: Forbidden"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,12 +88,16 @@ func applyAdmissionDefaults(pod *corev1.Pod) {
 	}
 }
 
-// PrepareForUpdate keeps the old status, applies defaults and bumps the
-// generation when the spec changed.
+// PrepareForUpdate keeps the old status, applies defaults (and the default
+// tolerations) and bumps the generation when the spec changed.
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
 	pod.Status = oldPod.Status
 	DefaultPod(pod)
+	// Upstream's DefaultTolerationSeconds admits updates too: an update
+	// that replaces the tolerations gets the default ones back (and so
+	// passes the rule that existing tolerations stay).
+	AddDefaultTolerations(pod)
 	if !apiequality.Semantic.DeepEqual(pod.Spec, oldPod.Spec) {
 		pod.Generation = oldPod.Generation + 1
 	} else {

@@ -260,6 +260,7 @@ func TestValidateUpdate(t *testing.T) {
 
 func TestPrepareForUpdateAndStatus(t *testing.T) {
 	old := validPod()
+	AddDefaultTolerations(old) // as created
 	old.Generation = 3
 	old.Status = corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort}
 
@@ -276,6 +277,18 @@ func TestPrepareForUpdateAndStatus(t *testing.T) {
 	Strategy{}.PrepareForUpdate(context.Background(), same, old)
 	if same.Generation != 3 {
 		t.Errorf("metadata-only update bumped generation to %d", same.Generation)
+	}
+
+	// An update that replaces the tolerations gets the defaults back, so
+	// it is valid (existing tolerations stay) and bumps the generation.
+	tol := old.DeepCopy()
+	tol.Spec.Tolerations = []corev1.Toleration{{Key: "foo", Operator: corev1.TolerationOpEqual, Value: "bar", Effect: corev1.TaintEffectNoSchedule}}
+	Strategy{}.PrepareForUpdate(context.Background(), tol, old)
+	if errs := (Strategy{}).ValidateUpdate(context.Background(), tol, old); len(errs) > 0 {
+		t.Errorf("replacing the tolerations: %v", errs)
+	}
+	if len(tol.Spec.Tolerations) != 3 || tol.Generation != 4 {
+		t.Errorf("replaced tolerations %+v generation %d, want foo and the two defaults, 4", tol.Spec.Tolerations, tol.Generation)
 	}
 
 	st := old.DeepCopy()
