@@ -340,6 +340,9 @@ func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *
 	s := c.srv
 	gvk := res.GroupVersion.WithKind(res.Kind)
 	codec := crd.StorageCodec{Storage: res.Custom.StorageVersion, Served: gvk, Convert: res.Custom.Convert}
+	if d := res.Custom.Default; d != nil {
+		codec.Default = func(u *unstructured.Unstructured) { d(u) }
+	}
 	name := res.Resource + groupSuffix(res.GroupVersion.Group)
 	store := storage.NewStore(s.cfg.Etcd, codec, res.New, name, storage.StoreOptions{Observer: s.metrics})
 	h := &resourceHandler{}

@@ -17,6 +17,11 @@ type StorageCodec struct {
 	Served  schema.GroupVersionKind
 	// Convert converts between versions (nil: conversion None).
 	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
+	// Default, when set, applies the schema defaults of the version an
+	// object was stored in, as it is read (before conversion), as
+	// upstream's storage decoder does: an object stored before a default
+	// was added shows it without being rewritten.
+	Default func(u *unstructured.Unstructured)
 }
 
 // convert brings u to version gv.
@@ -54,6 +59,9 @@ func (c StorageCodec) Decode(data []byte, into runtime.Object) error {
 	u.Object = nil
 	if err := u.UnmarshalJSON(data); err != nil {
 		return fmt.Errorf("decode %s: %w", c.Served.Kind, err)
+	}
+	if c.Default != nil {
+		c.Default(u)
 	}
 	out, err := c.convert(u, c.Served.GroupVersion())
 	if err != nil {

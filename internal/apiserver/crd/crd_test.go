@@ -264,3 +264,32 @@ func sorted(ss []string) []string {
 	}
 	return out
 }
+
+// TestStoredDefaults: objects read from etcd get the defaults of the
+// schema of the version they were stored in; a CRD whose schemas have no
+// defaults has no defaulter, so its reads cost nothing more.
+func TestStoredDefaults(t *testing.T) {
+	rs, err := Resources(widget(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := StorageCodec{Storage: schema.GroupVersion{Group: "example.com", Version: "v1"}, Served: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+		Default: func(u *unstructured.Unstructured) { rs[0].Custom.Default(u) }}
+	out := &unstructured.Unstructured{}
+	if err := c.Decode([]byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{}}`), out); err != nil {
+		t.Fatal(err)
+	}
+	if size, _, _ := unstructured.NestedInt64(out.Object, "spec", "size"); size != 1 {
+		t.Errorf("decoded spec.size = %d, want the default 1", size)
+	}
+	plain := widget(t)
+	size := plain.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"]
+	size.Default = nil
+	plain.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"] = size
+	if rs, err = Resources(plain, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Custom.Default != nil {
+		t.Error("a CRD without defaults has a defaulter")
+	}
+}

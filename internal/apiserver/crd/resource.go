@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,6 +67,10 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 		}
 		return conv.Convert(u, to)
 	}
+	def, err := storedDefaulter(crd, in)
+	if err != nil {
+		return nil, err
+	}
 	var out []registry.Resource
 	for i, v := range crd.Spec.Versions {
 		if !v.Served {
@@ -98,7 +103,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 				return u
 			},
 			Strategy: st,
-			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}, Convert: convert},
+			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}, Convert: convert, Default: def},
 		}
 		if res.Custom.FieldManager, err = fieldManagerFunc(crd, v.Name, st.hasStatus, opts.Definitions); err != nil {
 			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)
@@ -115,6 +120,60 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// storedDefaulter returns what applies, to an object read from etcd, the
+// defaults of the schema of the version it was stored in, or nil when no
+// version's schema has defaults (reads then cost nothing more).
+func storedDefaulter(crd *apiextensionsv1.CustomResourceDefinition, in *apiextensionsinternal.CustomResourceDefinition) (func(runtime.Object), error) {
+	byAPIVersion := map[string]*structuralschema.Structural{}
+	for _, v := range crd.Spec.Versions {
+		validation, err := apiextensionsinternal.GetSchemaForVersion(in, v.Name)
+		if err != nil {
+			return nil, err
+		}
+		if validation == nil || validation.OpenAPIV3Schema == nil {
+			continue
+		}
+		s, err := structuralschema.NewStructural(validation.OpenAPIV3Schema)
+		if err != nil {
+			return nil, fmt.Errorf("%s version %s: structural schema: %w", crd.Name, v.Name, err)
+		}
+		if hasDefaults(s) {
+			byAPIVersion[crd.Spec.Group+"/"+v.Name] = s
+		}
+	}
+	if len(byAPIVersion) == 0 {
+		return nil, nil
+	}
+	return func(obj runtime.Object) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		if s := byAPIVersion[u.GetAPIVersion()]; s != nil {
+			defaulting.Default(u.Object, s)
+		}
+	}, nil
+}
+
+// hasDefaults reports whether s or any schema under it has a default.
+func hasDefaults(s *structuralschema.Structural) bool {
+	if s == nil {
+		return false
+	}
+	if s.Default.Object != nil {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasDefaults(&p) {
+			return true
+		}
+	}
+	if s.AdditionalProperties != nil && hasDefaults(s.AdditionalProperties.Structural) {
+		return true
+	}
+	return hasDefaults(s.Items)
 }
 
 // versionSchema is the structural schema of one version, and what is

@@ -80,6 +80,10 @@ type CustomStorage struct {
 	// resource (the CRD's conversion: None rewrites apiVersion, Webhook
 	// asks the webhook). Nil means conversion None.
 	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
+	// Default, when set, applies the schema defaults of the version a
+	// stored object is in as it is read from etcd (nil: no version's
+	// schema has defaults).
+	Default func(obj runtime.Object)
 }
 
 // StoredVersion converts between a served version and the stored one.
