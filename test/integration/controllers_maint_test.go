@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata"
@@ -256,6 +257,55 @@ func TestControllersGarbageCollection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestControllersGarbageCollectionCircle: three objects owning each other
+// in a circle with blocking references (as upstream's conformance test
+// "should not be blocked by dependency circle") are all collected after a
+// foreground deletion of one of them.
+func TestControllersGarbageCollectionCircle(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	runMaintControllers(t, c, controllercontext.Options{}, garbagecollector.New)
+	ns := newNamespace(t, cs)
+	ctx := testCtx(t, 90*time.Second)
+	cms := cs.CoreV1().ConfigMaps(ns)
+	var made []*corev1.ConfigMap
+	for _, name := range []string{"cm1", "cm2", "cm3"} {
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		made = append(made, cm)
+	}
+	// cm1 owned by cm3, cm2 by cm1, cm3 by cm2.
+	for i, cm := range made {
+		owner := made[(i+2)%3]
+		patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]}}`, owner.Name, owner.UID)
+		if _, err := cms.Patch(ctx, cm.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("own %s by %s: %v", cm.Name, owner.Name, err)
+		}
+	}
+	foreground := metav1.DeletePropagationForeground
+	if err := cms.Delete(ctx, "cm1", metav1.DeleteOptions{PropagationPolicy: &foreground, Preconditions: metav1.NewUIDPreconditions(string(made[0].UID))}); err != nil {
+		t.Fatalf("delete cm1: %v", err)
+	}
+	eventually(t, 60*time.Second, "all three ConfigMaps of the circle gone", func() (bool, error) {
+		list, err := cms.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var left []string
+		for _, cm := range list.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				left = append(left, fmt.Sprintf("%s (deleting %v, finalizers %v, owners %v)", cm.Name, cm.DeletionTimestamp != nil, cm.Finalizers, cm.OwnerReferences))
+			}
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("left: %v", left)
+		}
+		return true, nil
+	})
 }
 
 func contains(ss []string, s string) bool {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
@@ -40,6 +41,17 @@ type action struct {
 	kind   actionKind
 	remove []types.UID                // owner UIDs whose references go (removeOwnerRefs)
 	policy metav1.DeletionPropagation // for deleteItem
+	// unblock: before deleting, set blockOwnerDeletion false on the
+	// item's owner references, to break a circle of foreground deletions.
+	unblock bool
+}
+
+// dependentsState is what decide needs to know of an item's dependents.
+type dependentsState struct {
+	any bool // the item has dependents
+	// deleting: one of them is itself being deleted in the foreground
+	// (a possible circle back to the item's waiting owner).
+	deleting bool
 }
 
 // decide chooses what to do with item given the state of each of its
@@ -48,8 +60,14 @@ type action struct {
 //     owners and to owners deleted in the foreground;
 //   - an item with no solid owner is deleted: in the foreground when an
 //     owner waits for it and it has dependents of its own, else as its own
-//     finalizers ask (orphan, foreground) or in the background.
-func decide(item metav1.Object, states map[types.UID]ownerState, hasDependents bool) action {
+//     finalizers ask (orphan, foreground) or in the background;
+//   - deleted in the foreground while a dependent of its own is also
+//     waiting for its dependents, the item may close a circle of owners
+//     (a owns b owns c owns a) in which each waits for the next: as
+//     upstream, its owner references stop blocking first, so its owner can
+//     finish. Like upstream's check, this may also fire without a circle;
+//     the cost is only that the owner does not wait for this item.
+func decide(item metav1.Object, states map[types.UID]ownerState, deps dependentsState) action {
 	var nSolid int
 	var gone, wait []types.UID
 	for _, r := range item.GetOwnerReferences() {
@@ -70,8 +88,8 @@ func decide(item metav1.Object, states map[types.UID]ownerState, hasDependents b
 	}
 	policy := metav1.DeletePropagationBackground
 	switch {
-	case len(wait) > 0 && hasDependents:
-		policy = metav1.DeletePropagationForeground
+	case len(wait) > 0 && deps.any:
+		return action{kind: deleteItem, policy: metav1.DeletePropagationForeground, unblock: deps.deleting}
 	case hasFinalizer(item, metav1.FinalizerOrphanDependents):
 		policy = metav1.DeletePropagationOrphan
 	case hasFinalizer(item, metav1.FinalizerDeleteDependents):
@@ -115,7 +133,14 @@ func (c *Controller) attemptToDelete(ctx context.Context, ref objectRef) error {
 		}
 		states[r.UID] = st
 	}
-	act := decide(item, states, len(c.dependents(item.UID)) > 0)
+	var deps dependentsState
+	for _, d := range c.dependents(item.UID) {
+		deps.any = true
+		if d.meta.GetDeletionTimestamp() != nil && hasFinalizer(d.meta, metav1.FinalizerDeleteDependents) {
+			deps.deleting = true
+		}
+	}
+	act := decide(item, states, deps)
 	switch act.kind {
 	case removeOwnerRefs:
 		drop := map[types.UID]bool{}
@@ -126,6 +151,12 @@ func (c *Controller) attemptToDelete(ctx context.Context, ref objectRef) error {
 			return removeOwners(m, drop)
 		})
 	case deleteItem:
+		if act.unblock {
+			klog.FromContext(ctx).V(2).Info("garbage collector: owner and dependent both wait for their dependents; unblocking the owner references of the object to break a possible circle", "object", ref.String())
+			if err := c.updateMeta(ctx, ref, unblockOwners); err != nil {
+				return err
+			}
+		}
 		klog.FromContext(ctx).V(2).Info("garbage collector: deleting object whose owners are gone", "object", ref.String(), "propagation", act.policy)
 		err := c.metadata.Resource(ref.Resource).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
 			Preconditions:     &metav1.Preconditions{UID: &ref.UID},
@@ -370,6 +401,19 @@ func removeOwners(m *metav1.PartialObjectMetadata, drop map[types.UID]bool) bool
 	}
 	m.OwnerReferences = kept
 	return true
+}
+
+// unblockOwners sets blockOwnerDeletion false on every owner reference
+// that has it true.
+func unblockOwners(m *metav1.PartialObjectMetadata) bool {
+	changed := false
+	for i := range m.OwnerReferences {
+		if b := m.OwnerReferences[i].BlockOwnerDeletion; b != nil && *b {
+			m.OwnerReferences[i].BlockOwnerDeletion = ptr.To(false)
+			changed = true
+		}
+	}
+	return changed
 }
 
 // removeFinalizer drops finalizer f.

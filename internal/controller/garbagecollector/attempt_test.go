@@ -17,11 +17,11 @@ func TestDecide(t *testing.T) {
 		return m
 	}
 	tests := []struct {
-		name          string
-		item          *metav1.PartialObjectMetadata
-		states        map[types.UID]ownerState
-		hasDependents bool
-		want          action
+		name   string
+		item   *metav1.PartialObjectMetadata
+		states map[types.UID]ownerState
+		deps   dependentsState
+		want   action
 	}{
 		{name: "solid owner keeps", item: item(nil, "a"), states: map[types.UID]ownerState{"a": solid}, want: action{kind: keep}},
 		{name: "gone owner deletes in background", item: item(nil, "a"), states: map[types.UID]ownerState{"a": dangling},
@@ -30,8 +30,11 @@ func TestDecide(t *testing.T) {
 			want: action{kind: removeOwnerRefs, remove: []types.UID{"a"}}},
 		{name: "waiting owner with a solid one drops the waiting reference", item: item(nil, "a", "b"), states: map[types.UID]ownerState{"a": waiting, "b": solid},
 			want: action{kind: removeOwnerRefs, remove: []types.UID{"a"}}},
-		{name: "waiting owner and own dependents cascade in the foreground", item: item(nil, "a"), states: map[types.UID]ownerState{"a": waiting}, hasDependents: true,
+		{name: "waiting owner and own dependents cascade in the foreground", item: item(nil, "a"), states: map[types.UID]ownerState{"a": waiting}, deps: dependentsState{any: true},
 			want: action{kind: deleteItem, policy: metav1.DeletePropagationForeground}},
+		{name: "waiting owner and a dependent waiting too unblock the owner references first", item: item(nil, "a"), states: map[types.UID]ownerState{"a": waiting},
+			deps: dependentsState{any: true, deleting: true},
+			want: action{kind: deleteItem, policy: metav1.DeletePropagationForeground, unblock: true}},
 		{name: "waiting owner without own dependents deletes in background", item: item(nil, "a"), states: map[types.UID]ownerState{"a": waiting},
 			want: action{kind: deleteItem, policy: metav1.DeletePropagationBackground}},
 		{name: "item's orphan finalizer is honoured", item: item([]string{metav1.FinalizerOrphanDependents}, "a"), states: map[types.UID]ownerState{"a": dangling},
@@ -41,7 +44,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decide(tc.item, tc.states, tc.hasDependents)
+			got := decide(tc.item, tc.states, tc.deps)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(action{})); diff != "" {
 				t.Errorf("decide (-want +got):\n%s", diff)
 			}

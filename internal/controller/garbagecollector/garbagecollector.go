@@ -290,13 +290,15 @@ func (c *Controller) onUpdate(gvr schema.GroupVersionResource, oldObj, obj any) 
 		return
 	}
 	c.onAdd(gvr, obj)
-	// An owner waiting in the foreground for this dependent may be free now.
-	kept := map[types.UID]bool{}
+	// An owner waiting in the foreground for this dependent may be free
+	// now: its reference is gone or no longer blocks.
+	blocking := map[types.UID]bool{}
 	for _, r := range refs {
-		kept[r.UID] = true
+		blocking[r.UID] = r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion
 	}
 	for _, r := range oldRefs {
-		if !kept[r.UID] {
+		stillBlocks, kept := blocking[r.UID]
+		if !kept || (r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion && !stillBlocks) {
 			c.enqueueOwner(m.GetNamespace(), r)
 		}
 	}
