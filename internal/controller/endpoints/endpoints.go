@@ -84,8 +84,11 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 	}); err != nil {
 		return nil, fmt.Errorf("endpoints: handler: %w", err)
 	}
+	// Only a deleted Endpoints brings its service back to the queue, as
+	// upstream's: an Endpoints a user made without a Service (or changed)
+	// is left alone until its Service comes or goes.
 	if _, err := epInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+		DeleteFunc: enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("endpoints: handler: %w", err)
 	}

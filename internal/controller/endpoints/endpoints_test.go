@@ -131,3 +131,58 @@ func TestSyncLeavesSelectorlessServicesAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestUserEndpointsWithoutServiceStay: an Endpoints a user makes and
+// updates without any Service is not the controller's to delete (upstream's
+// conformance "lifecycle of an Endpoint"); the Service's own Endpoints,
+// queued after it, shows the update was processed first.
+func TestUserEndpointsWithoutServiceStay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs := fake.NewClientset(pod("a", "10.42.0.1", true, "web"))
+	f := informers.NewSharedInformerFactory(cs, 0)
+	ctrl, err := New(ctx, controllercontext.Context{Client: cs, Informers: f, Clock: clocktesting.NewFakeClock(time.Now()),
+		Options: controllercontext.Options{ConcurrentSyncs: map[string]int{Name: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	go func() { _ = ctrl.Start(ctx) }()
+
+	user := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "testservice", Namespace: "ns"},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "10.0.0.24"}}, Ports: []corev1.EndpointPort{{Port: 80}}}}}
+	if _, err := cs.CoreV1().Endpoints("ns").Create(ctx, user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user.Labels = map[string]string{"test-service": "updated"}
+	if _, err := cs.CoreV1().Endpoints("ns").Update(ctx, user, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Let the informer deliver the update before the Service comes.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ep, err := ctrl.(*Controller).epLister.Endpoints("ns").Get("testservice"); err == nil && ep.Labels["test-service"] == "updated" {
+			break
+		}
+		if _, err := cs.CoreV1().Endpoints("ns").Get(ctx, "testservice", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the user's Endpoints without a Service, after its update: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the update")
+		}
+	}
+	if _, err := cs.CoreV1().Services("ns").Create(ctx, svc(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := cs.CoreV1().Endpoints("ns").Get(ctx, "web", metav1.GetOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Service's Endpoints were never written")
+		}
+	}
+	if _, err := cs.CoreV1().Endpoints("ns").Get(ctx, "testservice", metav1.GetOptions{}); err != nil {
+		t.Errorf("the user's Endpoints without a Service: %v", err)
+	}
+}
