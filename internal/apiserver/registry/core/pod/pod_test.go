@@ -189,6 +189,16 @@ func TestValidate(t *testing.T) {
 		{name: "liveness success threshold", mutate: func(p *corev1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, SuccessThreshold: 2}
 		}, want: []string{"FieldValueInvalid spec.containers[0].livenessProbe.successThreshold"}},
+		{name: "sysctls as the conformance test sends them", mutate: func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{
+				{Name: "foo-", Value: "bar"}, {Name: "kernel.shmmax", Value: "100000000"},
+				{Name: "safe-and-unsafe", Value: "100000000"}, {Name: "bar..", Value: "42"}, {Name: "kernel/shmmax", Value: "1"},
+			}}
+		}, want: []string{"FieldValueInvalid spec.securityContext.sysctls[0].name", "FieldValueInvalid spec.securityContext.sysctls[3].name"}},
+		{name: "net sysctl with the host's network", mutate: func(p *corev1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: "1024 65535"}}}
+		}, want: []string{"FieldValueInvalid spec.securityContext.sysctls[0].name"}},
 		{name: "active deadline zero", mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr(int64(0)) }, want: []string{"FieldValueInvalid spec.activeDeadlineSeconds"}},
 		{name: "certificate sources", mutate: func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{

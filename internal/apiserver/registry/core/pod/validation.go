@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/podcertificaterequest"
 )
@@ -112,6 +114,42 @@ func ValidatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	for i, s := range spec.ImagePullSecrets {
 		if s.Name == "" {
 			errs = append(errs, field.Required(path.Child("imagePullSecrets").Index(i).Child("name"), ""))
+		}
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		errs = append(errs, validateSysctls(sc.Sysctls, spec, path.Child("securityContext", "sysctls"))...)
+	}
+	return errs
+}
+
+// sysctlName is upstream's sysctl name: dot- or slash-separated segments
+// of lower-case letters, digits, '-' and '_', at most 253 characters.
+var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
+
+const sysctlMaxLength = 253
+
+// validateSysctls checks names and duplicates, and refuses a sysctl of the
+// network (IPC) namespace in a pod that shares the host's, as upstream's.
+func validateSysctls(sysctls []corev1.Sysctl, spec *corev1.PodSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, s := range sysctls {
+		p := path.Index(i).Child("name")
+		switch {
+		case s.Name == "":
+			errs = append(errs, field.Required(p, ""))
+		case len(s.Name) > sysctlMaxLength || !sysctlName.MatchString(s.Name):
+			errs = append(errs, field.Invalid(p, s.Name, fmt.Sprintf("must have at most %d characters and match regex %s", sysctlMaxLength, sysctlName)))
+		case seen.Has(s.Name):
+			errs = append(errs, field.Duplicate(p, s.Name))
+		}
+		seen.Insert(s.Name)
+		ns, _, _ := utilsysctl.GetNamespace(s.Name)
+		switch {
+		case spec.HostNetwork && ns == utilsysctl.NetNamespace:
+			errs = append(errs, field.Invalid(p, s.Name, "may not be specified when 'hostNetwork' is true"))
+		case spec.HostIPC && ns == utilsysctl.IPCNamespace:
+			errs = append(errs, field.Invalid(p, s.Name, "may not be specified when 'hostIPC' is true"))
 		}
 	}
 	return errs
