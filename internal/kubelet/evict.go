@@ -29,6 +29,9 @@ const (
 type evictRequest struct {
 	grace   time.Duration
 	message string
+	// reason is the pod's status reason: Evicted when empty, or
+	// DeadlineExceeded (activeDeadlineSeconds, deadline.go).
+	reason string
 	// noCondition: no DisruptionTarget condition (local storage limit
 	// evictions, as upstream).
 	noCondition bool
@@ -233,6 +236,9 @@ func (k *Kubelet) syncEvicted(ctx context.Context, pod *corev1.Pod, ps *podSync,
 func applyEviction(pod *corev1.Pod, s *corev1.PodStatus, ev *evictRequest, now time.Time) {
 	s.Phase = corev1.PodFailed
 	s.Reason = eviction.Reason
+	if ev.reason != "" {
+		s.Reason = ev.reason
+	}
 	s.Message = ev.message
 	if ev.noCondition {
 		return

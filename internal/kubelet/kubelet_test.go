@@ -296,3 +296,31 @@ func TestGetPodByNameSeesOwnStatus(t *testing.T) {
 		t.Error("the informer's copy was modified")
 	}
 }
+
+// TestActiveDeadlineSeconds: a running pod past spec.activeDeadlineSeconds
+// (here lowered on the running pod, as the conformance test does) is killed
+// and ends Failed with reason DeadlineExceeded.
+func TestActiveDeadlineSeconds(t *testing.T) {
+	h := newHarness(t)
+	pod := bound("deadline", corev1.RestartPolicyAlways)
+	long := int64(3600)
+	pod.Spec.ActiveDeadlineSeconds = &long
+	if _, err := h.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.waitPod("deadline", "ran", running)
+	short := int64(1)
+	p.Spec.ActiveDeadlineSeconds = &short
+	if _, err := h.client.CoreV1().Pods("default").Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = h.waitPod("deadline", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if p.Status.Reason != "DeadlineExceeded" || p.Status.Message != "Pod was active on the node longer than the specified deadline" {
+		t.Errorf("reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+	for _, c := range h.containers(pod.UID) {
+		if c.Status.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("container %s still running", c.Config.Metadata.Name)
+		}
+	}
+}

@@ -105,6 +105,7 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 	if ps.rejected {
 		return k.finishDeleted(ctx, pod, ps)
 	}
+	k.checkActiveDeadline(pod, ps)
 	if ev := k.pendingEviction(ps); ev != nil && !ps.terminated {
 		return k.syncEvicted(ctx, pod, ps, ev)
 	}
@@ -143,6 +144,9 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 	k.recordPodStart(pod, status, ps)
 	if verr != nil && (retry <= 0 || retry > 2*time.Second) {
 		retry = 2 * time.Second
+	}
+	if d, ok := k.untilActiveDeadline(pod, ps); ok && (retry <= 0 || d < retry) {
+		retry = d
 	}
 	return retry, false
 }
