@@ -45,8 +45,8 @@ func podRequests(pod *corev1.Pod) corev1.ResourceList {
 }
 
 // fits reports, as upstream's admission, the first resource the pod does
-// not fit in: its reason (OutOfcpu, OutOfmemory, OutOfpods, ...) and
-// message; empty when it fits.
+// not fit in: its reason (OutOfcpu, OutOfmemory, OutOfpods, ..., NodePorts
+// for a host port another pod holds) and message; empty when it fits.
 func fits(pod *corev1.Pod, others []*corev1.Pod, allocatable corev1.ResourceList) (string, string) {
 	if pods, ok := allocatable[corev1.ResourcePods]; ok && int64(len(others))+1 > pods.Value() {
 		return "OutOfpods", fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(others), pods.Value())
@@ -87,5 +87,56 @@ func fits(pod *corev1.Pod, others []*corev1.Pod, allocatable corev1.ResourceList
 			return "OutOf" + string(n), fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", n, r, uv, cv)
 		}
 	}
+	// Host ports, as upstream's NodePorts predicate: a pod bound here by
+	// name (past the scheduler) may ask for one another pod holds.
+	if hostPortsConflict(pod, others) {
+		return "NodePorts", "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
+	}
 	return "", ""
+}
+
+// hostPortsConflict: a host port the pod asks for is held by another pod on
+// the same protocol and an overlapping address (0.0.0.0 or empty overlaps
+// every address).
+func hostPortsConflict(pod *corev1.Pod, others []*corev1.Pod) bool {
+	type hostPort struct {
+		ip       string
+		protocol corev1.Protocol
+		port     int32
+	}
+	ports := func(p *corev1.Pod) []hostPort {
+		var out []hostPort
+		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range list {
+				for _, cp := range c.Ports {
+					if cp.HostPort <= 0 {
+						continue
+					}
+					ip, proto := cp.HostIP, cp.Protocol
+					if ip == "" {
+						ip = "0.0.0.0"
+					}
+					if proto == "" {
+						proto = corev1.ProtocolTCP
+					}
+					out = append(out, hostPort{ip, proto, cp.HostPort})
+				}
+			}
+		}
+		return out
+	}
+	want := ports(pod)
+	if len(want) == 0 {
+		return false
+	}
+	for _, o := range others {
+		for _, held := range ports(o) {
+			for _, w := range want {
+				if w.port == held.port && w.protocol == held.protocol && (w.ip == held.ip || w.ip == "0.0.0.0" || held.ip == "0.0.0.0") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

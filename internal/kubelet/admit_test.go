@@ -20,6 +20,10 @@ func TestFits(t *testing.T) {
 		}
 		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req}}}}}
 	}
+	withPort := func(port int32, ip string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{
+			{ContainerPort: port, HostPort: port, HostIP: ip, Protocol: corev1.ProtocolTCP}}}}}}
+	}
 	for _, tc := range []struct {
 		name        string
 		pod         *corev1.Pod
@@ -31,6 +35,10 @@ func TestFits(t *testing.T) {
 		{"cpu taken by others", withReq("1500m", ""), []*corev1.Pod{withReq("1", "")}, "OutOfcpu", "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000"},
 		{"too much memory", withReq("", "2Gi"), nil, "OutOfmemory", "Node didn't have enough resource: memory, requested: 2147483648, used: 0, capacity: 1073741824"},
 		{"too many pods", withReq("", ""), []*corev1.Pod{withReq("", ""), withReq("", "")}, "OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"},
+		{"host port held", withPort(21017, ""), []*corev1.Pod{withPort(21017, "")}, "NodePorts", "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"},
+		{"host port held on one address", withPort(21017, "10.0.0.1"), []*corev1.Pod{withPort(21017, "")}, "NodePorts", "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"},
+		{"host port on other addresses", withPort(21017, "10.0.0.1"), []*corev1.Pod{withPort(21017, "10.0.0.2")}, "", ""},
+		{"other host port", withPort(21017, ""), []*corev1.Pod{withPort(21018, "")}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, msg := fits(tc.pod, tc.others, alloc)
