@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	mrand "math/rand/v2"
@@ -36,19 +34,17 @@ import (
 	genericserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
-	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	"k8s.io/utils/ptr"
 
 	kubeapiserver "github.com/skiff-sh/skiff/internal/apiserver"
-	"github.com/skiff-sh/skiff/internal/cli/kubectl"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/pki"
 	testapiserver "github.com/skiff-sh/skiff/internal/testing/apiserver"
+	kubectltest "github.com/skiff-sh/skiff/internal/testing/kubectl"
 )
 
 // The extension API server of these tests listens on an address of an
@@ -265,29 +261,15 @@ func servingPair(t *testing.T, dnsName, ip string) ([]byte, tls.Certificate) {
 		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// aggKubectl runs the embedded kubectl and returns its output and error
-// (kubectl's fatal errors become errors, not exits).
+// aggKubectl runs the embedded kubectl: its stdout, or stdout and stderr
+// when it fails.
 func aggKubectl(t *testing.T, kubeconfig string, args ...string) (out string, err error) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
-	all := append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)
-	type fatal struct{ msg string }
-	cmdutil.BehaviorOnFatal(func(msg string, code int) { panic(fatal{msg}) })
-	defer cmdutil.DefaultBehaviorOnFatal()
-	defer func() {
-		if p := recover(); p != nil {
-			f, ok := p.(fatal)
-			if !ok {
-				panic(p)
-			}
-			out, err = stdout.String()+stderr.String()+f.msg, errors.New("kubectl failed")
-		}
-	}()
-	if err := kubectl.New(all, streams).Execute(); err != nil {
-		return stdout.String() + stderr.String(), err
+	stdout, stderr, err := kubectltest.Run(t, kubeconfig, "", args...)
+	if err != nil {
+		return stdout + stderr, err
 	}
-	return stdout.String(), nil
+	return stdout, nil
 }
 
 // apiServiceRow is the row of `kubectl get apiservices` naming name,
