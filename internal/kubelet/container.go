@@ -18,7 +18,7 @@ import (
 
 // containerConfig is the CRI config of one run of a container.
 func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev1.Container, restartCount int, imageRef string,
-	volumePaths map[string]string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	volumePaths map[string]string, imageVolumes map[string]*runtimeapi.ImageSpec, podIPs []string) (*runtimeapi.ContainerConfig, error) {
 	env, err := k.makeEnv(ctx, pod, c, podIPs)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (k *Kubelet) containerConfig(ctx context.Context, pod *corev1.Pod, c *corev
 		cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e[0], Value: []byte(e[1])})
 	}
 
-	mounts, err := k.mounts(pod, c, volumePaths, lookup)
+	mounts, err := k.mounts(pod, c, volumePaths, imageVolumes, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +115,11 @@ func mountedAt(mounts []*runtimeapi.Mount, path string) bool {
 }
 
 // mounts are the container's volume mounts (with subPath and
-// subPathExpr) and the pod's hosts file.
-func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container, volumePaths map[string]string, lookup func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
+// subPathExpr) and the pod's hosts file. An image volume is the runtime's
+// to mount (read-only, subPath inside the image), the rest are bind
+// mounts of their host directories.
+func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container, volumePaths map[string]string, imageVolumes map[string]*runtimeapi.ImageSpec,
+	lookup func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
 	for _, vm := range c.VolumeMounts {
 		host, ok := volumePaths[vm.Name]
@@ -131,6 +134,12 @@ func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container, volumePaths map[s
 			if filepath.IsAbs(sub) || strings.HasPrefix(filepath.Clean(sub), "..") {
 				return nil, fmt.Errorf("invalid subpath %q", sub)
 			}
+		}
+		if image := imageVolumes[vm.Name]; image != nil {
+			out = append(out, &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: image, ImageSubPath: sub, Readonly: true})
+			continue
+		}
+		if sub != "" {
 			p := filepath.Join(host, sub)
 			if _, err := os.Stat(p); os.IsNotExist(err) {
 				if err := os.MkdirAll(p, 0o750); err != nil {

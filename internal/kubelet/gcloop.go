@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distribution/reference"
+
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -215,6 +217,19 @@ func (k *Kubelet) detectImages(ctx context.Context) ([]gc.Image, error) {
 	for _, c := range containers {
 		inUse[c.ImageRef] = true
 		inUse[c.GetImage().GetImage()] = true
+	}
+	// The images of the node's pods' image volumes are in use while the
+	// pods are (their mounts hold the image's snapshot, not a container).
+	for _, pod := range k.GetPods() {
+		for _, v := range pod.Spec.Volumes {
+			if v.Image == nil {
+				continue
+			}
+			inUse[v.Image.Reference] = true
+			if named, err := reference.ParseNormalizedNamed(v.Image.Reference); err == nil {
+				inUse[reference.TagNameOnly(named).String()] = true
+			}
+		}
 	}
 	k.mu.Lock()
 	if k.imagesFirstSeen == nil {

@@ -470,7 +470,11 @@ func (k *Kubelet) startContainer(ctx context.Context, pod *corev1.Pod, st *podst
 	if err != nil {
 		return 0, err
 	}
-	cfg, err := k.containerConfig(ctx, pod, c, restartCount, imageRef, volumePaths, podIPs)
+	imageVolumes, err := k.ensureImageVolumes(ctx, pod, c)
+	if err != nil {
+		return 0, err
+	}
+	cfg, err := k.containerConfig(ctx, pod, c, restartCount, imageRef, volumePaths, imageVolumes, podIPs)
 	if err != nil {
 		k.recorder.Eventf(ref, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		return 0, newStartError(ReasonCreateContainerConfigError, err.Error())
@@ -502,6 +506,12 @@ func (k *Kubelet) startContainer(ctx context.Context, pod *corev1.Pod, st *podst
 
 func podDesc(pod *corev1.Pod) string {
 	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// podRef is the object events about the pod as a whole refer to.
+func podRef(pod *corev1.Pod) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		APIVersion: "v1", ResourceVersion: pod.ResourceVersion}
 }
 
 // containerRef is the object events about a container refer to.

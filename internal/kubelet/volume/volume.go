@@ -184,6 +184,9 @@ func (m *Manager) setup(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) 
 		return m.claimPath(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 	case v.Ephemeral != nil:
 		return m.ephemeralPath(ctx, pod, v)
+	case v.Image != nil:
+		// The runtime mounts the image itself (see the kubelet's mounts).
+		return "", nil
 	}
 	return "", fmt.Errorf("unsupported volume type")
 }

@@ -86,11 +86,7 @@ func DefaultPodSpec(spec *corev1.PodSpec) {
 
 func defaultContainer(c *corev1.Container, hostNetwork bool) {
 	if c.ImagePullPolicy == "" {
-		if imageTag(c.Image) == "latest" {
-			c.ImagePullPolicy = corev1.PullAlways
-		} else {
-			c.ImagePullPolicy = corev1.PullIfNotPresent
-		}
+		c.ImagePullPolicy = defaultPullPolicy(c.Image)
 	}
 	if c.TerminationMessagePath == "" {
 		c.TerminationMessagePath = DefaultTerminationMessagePath
@@ -124,6 +120,15 @@ func defaultContainer(c *corev1.Container, hostNetwork bool) {
 // imageTag returns the tag of an image reference the way upstream's image
 // name parser does: "latest" when there is neither a tag nor a digest, ""
 // when there is only a digest.
+// defaultPullPolicy is Always for an image tagged latest (or not tagged),
+// IfNotPresent otherwise, for containers and image volumes alike.
+func defaultPullPolicy(image string) corev1.PullPolicy {
+	if imageTag(image) == "latest" {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
+}
+
 func imageTag(image string) string {
 	name := image
 	hasDigest := false
@@ -189,6 +194,9 @@ func defaultVolume(v *corev1.Volume) {
 		v.VolumeSource.EmptyDir = &corev1.EmptyDirVolumeSource{}
 	}
 	src := &v.VolumeSource
+	if s := src.Image; s != nil && s.PullPolicy == "" {
+		s.PullPolicy = defaultPullPolicy(s.Reference)
+	}
 	if s := src.Secret; s != nil && s.DefaultMode == nil {
 		s.DefaultMode = ptr(volumeDefaultMode)
 	}

@@ -210,6 +210,18 @@ func validateVolumes(volumes []corev1.Volume, path *field.Path) (sets.Set[string
 
 func validateVolumeSource(src *corev1.VolumeSource, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if s := src.Image; s != nil {
+		p := path.Child("image")
+		if s.Reference == "" {
+			errs = append(errs, field.Required(p.Child("reference"), ""))
+		}
+		switch {
+		case s.PullPolicy == "":
+			errs = append(errs, field.Required(p.Child("pullPolicy"), ""))
+		case !contains(pullPolicies, s.PullPolicy):
+			errs = append(errs, field.NotSupported(p.Child("pullPolicy"), s.PullPolicy, pullPolicies))
+		}
+	}
 	if s := src.Secret; s != nil {
 		p := path.Child("secret")
 		if s.SecretName == "" {
