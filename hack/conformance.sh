@@ -24,9 +24,10 @@
 #   SKIFF_BIN  a skiff binary to test instead of building the working tree
 #   WORK     cluster state (default /var/tmp/skiff-conformance)
 #   RESULTS  JUnit report, logs and summary (default $WORK/results/<time>)
-#   API_PORT, DNS_PORT  the API server's and cluster DNS's ports on the
-#            bridge (default 36443, 10053; a server elsewhere on the host
-#            listening on *:PORT takes them too)
+#   API_PORT, DNS_PORT, REGISTRY_PORT  the API server's, cluster DNS's
+#            and the image registry's ports on the bridge (default 36443,
+#            10053, 36500; a server elsewhere on the host listening on
+#            *:PORT takes them too)
 #   CACHE    upstream binaries, Debian packages, images
 #            (default /var/cache/skiff-upstream; see hack/upstream/build.sh)
 #
@@ -58,6 +59,7 @@ BRIDGE=skc0
 HOST_IP=10.98.0.1
 API_PORT=${API_PORT:-36443}
 DNS_PORT=${DNS_PORT:-10053}
+REGISTRY_PORT=${REGISTRY_PORT:-36500}
 CLUSTER_CIDR=10.244.0.0/16
 NODES=(skc-node1 skc-node2)
 NODE_IPS=(10.98.0.2 10.98.0.3)
@@ -97,6 +99,7 @@ build() {
 		make -s build BIN="$SKIFF"
 		log "skiff built in $((SECONDS - t)) s"
 	fi
+	go build -o "$WORK/bin/conformance-registry" ./hack/conformance-registry
 	"$UPSTREAM" e2e.test ginkgo agnhost nnp sample-apiserver etcd >/dev/null
 }
 
@@ -165,10 +168,26 @@ up() {
 	sed "s#server: https://[^ ]*#server: https://$HOST_IP:$API_PORT#" "$WORK/server/admin.kubeconfig" >"$WORK/kubeconfig"
 	wait_for 60 "the API server" kubectl get --raw /readyz
 
+	# The images again as a registry, mirroring registry.k8s.io and
+	# docker.io for the agents: what the suite pulls (pull policy Always,
+	# image volumes) comes from there, the rest is preloaded.
+	log "image registry on $HOST_IP:$REGISTRY_PORT, log in $WORK/registry.log"
+	setsid "$WORK/bin/conformance-registry" -addr "$HOST_IP:$REGISTRY_PORT" -images "$CACHE/images" -dir "$WORK/registry" \
+		>"$WORK/registry.log" 2>&1 </dev/null &
+	echo $! >"$WORK/registry.pid"
+	wait_for 300 "the image registry" grep -q "^serving on" "$WORK/registry.log"
+
 	for i in "${!NODES[@]}"; do
 		n=${NODES[$i]}
 		mkdir -p "$WORK/$n/agent/images"
 		cp "$CACHE"/images/*.tar "$WORK/$n/agent/images/"
+		cat >"$WORK/$n/agent/registries.yaml" <<-EOF
+			mirrors:
+			  registry.k8s.io:
+			    endpoint: ["http://$HOST_IP:$REGISTRY_PORT"]
+			  docker.io:
+			    endpoint: ["http://$HOST_IP:$REGISTRY_PORT"]
+		EOF
 		log "skiff agent $n in its namespace, log in $WORK/$n.log"
 		nsenter --net="/run/netns/$n" setsid "$SKIFF" agent --data-dir "$WORK/$n" \
 			--server "https://$HOST_IP:$API_PORT" --token "$(cat "$WORK/server/token")" \
@@ -288,6 +307,7 @@ down() {
 	local n p cg
 	for n in "${NODES[@]}"; do stop_pid "$WORK/$n.pid"; done
 	stop_pid "$WORK/server.pid"
+	stop_pid "$WORK/registry.pid"
 	for n in "${NODES[@]}"; do
 		kill_under "$WORK/$n"
 		# The pods' processes, by their cgroups (every hierarchy).
@@ -308,7 +328,7 @@ down() {
 		find /sys/fs/cgroup -depth -type d -path "*/skiff-conf-$n*" -exec rmdir {} + 2>/dev/null || true
 	done
 	ip link del "$BRIDGE" 2>/dev/null || true
-	rm -rf "$WORK/server" "$WORK/kubeconfig" "${NODES[@]/#/$WORK/}"
+	rm -rf "$WORK/server" "$WORK/registry" "$WORK/kubeconfig" "${NODES[@]/#/$WORK/}"
 	log "down"
 }
 

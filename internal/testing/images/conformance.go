@@ -73,6 +73,12 @@ func (s ImageSpec) WriteTo(dir string) (string, error) {
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// webOSRelease is kitten's and nautilus's /etc/os-release.
+const webOSRelease = `NAME="Alpine Linux"
+ID=alpine
+PRETTY_NAME="Alpine Linux stand-in: Skiff's conformance image on Debian's busybox-static"
+`
+
 // ConformanceImages returns the images the conformance tests use, besides
 // pause. Each is busybox plus the programs of its upstream counterpart:
 //
@@ -88,7 +94,8 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 //   - nonroot: busybox with USER 1234.
 //   - nonewprivs: the setuid-root nnp program, printing its effective uid.
 //   - kitten, nautilus: agnhost test-webserver serving the picture and
-//     data.json, as upstream's.
+//     data.json, as upstream's, and an os-release that names Alpine Linux
+//     as upstream's base (which the ImageVolume test reads).
 //   - glibc-dns-testing: dig and Debian's glibc getent (glibc 2.36 has
 //     its files and dns NSS modules built in) with hosts: files dns.
 //   - sample-apiserver (/sample-apiserver as entrypoint) and etcd
@@ -160,9 +167,13 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	)...)
 	nginxCfg := agentimages.Config{Cmd: []string{"nginx", "-g", "daemon off;"}, Env: []string{defaultPath}}
 
-	// kitten and nautilus: agnhost's test-webserver in the picture's directory.
+	// kitten and nautilus: agnhost's test-webserver in the picture's
+	// directory. Upstream's are built on Alpine, whose os-release the
+	// ImageVolume test reads through a volume of kitten: ours names the
+	// distribution it stands in for, and what it really is.
 	webserver := func(name string) ([]agentimages.File, error) {
-		files := []agentimages.File{{Path: "/agnhost", Mode: 0o755, Data: agnhost}}
+		files := []agentimages.File{{Path: "/agnhost", Mode: 0o755, Data: agnhost},
+			{Path: "/etc/os-release", Mode: 0o644, Data: []byte(webOSRelease)}}
 		dir := filepath.Join(src.KubeImages, name, "html")
 		entries, err := os.ReadDir(dir)
 		if err != nil {

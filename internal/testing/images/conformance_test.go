@@ -181,4 +181,7 @@ func TestConformanceImages(t *testing.T) {
 	if got := string(file(KittenRef, "/data.json").Data); got != "kitten/html/data.json" {
 		t.Errorf("kitten /data.json = %q", got)
 	}
+	if got := string(file(KittenRef, "/etc/os-release").Data); !strings.Contains(got, "Alpine Linux") {
+		t.Errorf("kitten /etc/os-release = %q; upstream's ImageVolume test reads Alpine Linux there", got)
+	}
 }
