@@ -27,6 +27,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
+	"github.com/skiff-sh/skiff/internal/controller/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
 	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
@@ -170,6 +171,85 @@ func TestControllersEndpointSliceFollowsReadiness(t *testing.T) {
 	expect("10.42.0.7:8080 unready", 0, 1)
 	setReady(true)
 	expect("10.42.0.7:8080 ready", 1, 0)
+}
+
+// TestControllersEndpointSliceMirroring: the Endpoints a user writes for
+// a Service without a selector are mirrored into one EndpointSlice
+// through create, update and delete (the conformance test's script), and
+// the skip-mirror label takes them out again; the endpoint controllers
+// running beside it leave the Service alone.
+func TestControllersEndpointSliceMirroring(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	runMaintControllers(t, c, controllercontext.Options{}, endpointslicemirroring.New, endpointslice.New, endpoints.New)
+	ns := newNamespace(t, cs)
+	ctx := testCtx(t, 90*time.Second)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "example-custom-endpoints"}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Name: "example", Port: 80, Protocol: corev1.ProtocolTCP}},
+	}}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create service: %v", err)
+	}
+	// slices is every slice of the service as "ip:port ready", checking
+	// each is the mirroring controller's, owned by the Endpoints.
+	slices := func() ([]string, error) {
+		list, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, s := range list.Items {
+			if s.Labels[discoveryv1.LabelManagedBy] != endpointslicemirroring.ManagedBy || s.Labels["team"] != "blue" ||
+				len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Endpoints" || s.OwnerReferences[0].Name != svc.Name {
+				return nil, fmt.Errorf("slice %s: labels %v owners %v", s.Name, s.Labels, s.OwnerReferences)
+			}
+			var eps []string
+			for _, ep := range s.Endpoints {
+				eps = append(eps, fmt.Sprintf("%s:%d %v", ep.Addresses[0], *s.Ports[0].Port, *ep.Conditions.Ready))
+			}
+			out = append(out, strings.Join(eps, ","))
+		}
+		return out, nil
+	}
+	expect := func(want ...string) {
+		t.Helper()
+		var got []string
+		eventually(t, 20*time.Second, fmt.Sprintf("mirrored slices %q", want), func() (bool, error) {
+			var err error
+			got, err = slices()
+			return fmt.Sprint(got) == fmt.Sprint(want), err
+		})
+	}
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Labels: map[string]string{"team": "blue"}},
+		Subsets: []corev1.EndpointSubset{{Ports: []corev1.EndpointPort{{Port: 80}}, Addresses: []corev1.EndpointAddress{{IP: "10.1.2.3"}}}}}
+	ep, err := cs.CoreV1().Endpoints(ns).Create(ctx, ep, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create endpoints: %v", err)
+	}
+	expect("10.1.2.3:80 true")
+
+	ep.Subsets[0].Addresses = []corev1.EndpointAddress{{IP: "10.2.3.4"}}
+	ep.Subsets[0].NotReadyAddresses = []corev1.EndpointAddress{{IP: "10.2.3.5"}}
+	if ep, err = cs.CoreV1().Endpoints(ns).Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update endpoints: %v", err)
+	}
+	expect("10.2.3.4:80 true,10.2.3.5:80 false")
+
+	ep.Labels[discoveryv1.LabelSkipMirror] = "true"
+	if ep, err = cs.CoreV1().Endpoints(ns).Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("label endpoints skip-mirror: %v", err)
+	}
+	expect()
+	delete(ep.Labels, discoveryv1.LabelSkipMirror)
+	if _, err = cs.CoreV1().Endpoints(ns).Update(ctx, ep, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("unlabel endpoints: %v", err)
+	}
+	expect("10.2.3.4:80 true,10.2.3.5:80 false")
+
+	if err := cs.CoreV1().Endpoints(ns).Delete(ctx, ep.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete endpoints: %v", err)
+	}
+	expect()
 }
 
 func ownedReplicaSet(d *appsv1.Deployment, name string) *appsv1.ReplicaSet {

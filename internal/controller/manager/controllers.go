@@ -12,6 +12,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/controller/disruption"
 	"github.com/skiff-sh/skiff/internal/controller/endpoints"
 	"github.com/skiff-sh/skiff/internal/controller/endpointslice"
+	"github.com/skiff-sh/skiff/internal/controller/endpointslicemirroring"
 	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/namespace"
@@ -49,6 +50,7 @@ func Controllers() map[string]controllercontext.InitFunc {
 		"disruption":                disruption.New,
 		"endpoints":                 endpoints.New,
 		"endpointslice":             endpointslice.New,
+		endpointslicemirroring.Name: endpointslicemirroring.New,
 		ephemeral.Name:              ephemeral.New,
 		"garbagecollector":          garbagecollector.New,
 		podautoscaler.Name:          podautoscaler.New,
@@ -90,6 +92,8 @@ func ComponentName(name string) string {
 		return "endpoint-controller"
 	case "endpointslice":
 		return "endpoint-slice-controller"
+	case endpointslicemirroring.Name:
+		return endpointslicemirroring.ComponentName
 	case "garbagecollector":
 		return "garbage-collector-controller"
 	case "root-ca-cert-publisher":

@@ -41,6 +41,7 @@ var serviceAccounts = map[string]string{
 	"disruption":                          "disruption-controller",
 	"endpoints":                           "endpoint-controller",
 	"endpointslice":                       "endpointslice-controller",
+	"endpointslicemirroring":              "endpointslicemirroring-controller",
 	"ephemeral-volume-controller":         "ephemeral-volume-controller",
 	"garbagecollector":                    "generic-garbage-collector",
 	"horizontalpodautoscaling":            "horizontal-pod-autoscaler",
