@@ -69,6 +69,13 @@ KUBE_SRC=/root/go/pkg/mod/k8s.io/kubernetes@$(sed -n 's/^\(require\)\{0,1\}[[:sp
 # their libraries are the host's, Debian 12 too).
 DEBS=(nginx netcat-openbsd socat bind9-dnsutils bind9-host bind9-libs libfstrm0 libjemalloc2 liblmdb0 libmaxminddb0 libprotobuf-c1 libuv1 libwrap0)
 
+# Upstream's busybox (the e2e images are busybox 1.37: its ash passes
+# environment variables named like "data-1" on, and says "/bin/sh: can't
+# create ..." as the tests expect), built from Debian's copy of the
+# upstream tarball (Debian's own build reverts that ash change).
+BUSYBOX_VERSION=1.37.0
+BUSYBOX_SHA256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
+
 log() { echo "conformance: $*" >&2; }
 die() {
 	log "$*"
@@ -103,6 +110,28 @@ build() {
 	"$UPSTREAM" e2e.test ginkgo agnhost nnp sample-apiserver etcd >/dev/null
 }
 
+# busybox_build prints the path of a static upstream busybox, built once.
+busybox_build() {
+	local dir=$CACHE/busybox-$BUSYBOX_VERSION tmp
+	if [ ! -x "$dir/busybox" ]; then
+		log "building busybox $BUSYBOX_VERSION (static, defconfig without tc)"
+		command -v gcc >/dev/null && command -v make >/dev/null && command -v bzip2 >/dev/null ||
+			apt-get install -y -qq gcc make bzip2 libc6-dev >/dev/null
+		tmp=$(mktemp -d)
+		curl -fsS "http://deb.debian.org/debian/pool/main/b/busybox/busybox_$BUSYBOX_VERSION.orig.tar.bz2" -o "$tmp/src.tar.bz2"
+		echo "$BUSYBOX_SHA256  $tmp/src.tar.bz2" | sha256sum -c --quiet >&2 || die "busybox source: checksum mismatch"
+		tar -xjf "$tmp/src.tar.bz2" -C "$tmp"
+		# tc needs the CBQ headers that newer kernels dropped.
+		(cd "$tmp/busybox-$BUSYBOX_VERSION" && make -s defconfig >/dev/null &&
+			sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config &&
+			make -s -j"$(nproc)" >/dev/null 2>&1) || die "busybox build failed (in $tmp)"
+		mkdir -p "$dir"
+		cp "$tmp/busybox-$BUSYBOX_VERSION/busybox" "$dir/busybox.tmp" && mv "$dir/busybox.tmp" "$dir/busybox"
+		rm -rf "$tmp"
+	fi
+	echo "$dir/busybox"
+}
+
 images() {
 	local debs=$CACHE/debs root=$CACHE/debroot
 	# .done holds the package list it was made from: a changed list
@@ -121,8 +150,10 @@ images() {
 	for p in sample-apiserver etcd; do
 		if [ -x "$("$UPSTREAM" path $p)" ]; then opt+=("-$p" "$("$UPSTREAM" path $p)"); fi
 	done
+	local busybox
+	busybox=$(busybox_build)
 	rm -rf "$CACHE/images"
-	go run ./hack/conformance-images -out "$CACHE/images" -deb-root "$root" -kube-images "$KUBE_SRC/test/images" \
+	go run ./hack/conformance-images -out "$CACHE/images" -busybox "$busybox" -deb-root "$root" -kube-images "$KUBE_SRC/test/images" \
 		-agnhost "$("$UPSTREAM" path agnhost)" -nnp "$("$UPSTREAM" path nnp)" "${opt[@]}" >&2
 }
 

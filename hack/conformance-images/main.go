@@ -14,6 +14,7 @@ import (
 
 func main() {
 	var src testimages.ConformanceSources
+	flag.StringVar(&src.Busybox, "busybox", "", "static busybox built from upstream's source (optional: else the host's, with bash as sh)")
 	flag.StringVar(&src.Agnhost, "agnhost", "", "static agnhost binary")
 	flag.StringVar(&src.Nnp, "nnp", "", "static nonewprivs (nnp) binary")
 	flag.StringVar(&src.SampleAPIServer, "sample-apiserver", "", "static sample-apiserver binary (optional)")

@@ -34,6 +34,12 @@ const (
 
 // ConformanceSources says where the conformance images' programs come from.
 type ConformanceSources struct {
+	// Busybox is a static busybox built from upstream's source, the base
+	// of every image and the busybox image's sh (upstream's images are
+	// busybox 1.37, whose ash passes environment variables with names
+	// like "data-1" on; Debian's reverts that). Empty: the host's Debian
+	// busybox-static, with bash as the busybox image's sh.
+	Busybox string
 	// Agnhost is a static agnhost binary (k8s.io/kubernetes/test/images/agnhost).
 	Agnhost string
 	// Nnp is the static nonewprivs program (test/images/nonewprivs).
@@ -76,17 +82,19 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // webOSRelease is kitten's and nautilus's /etc/os-release.
 const webOSRelease = `NAME="Alpine Linux"
 ID=alpine
-PRETTY_NAME="Alpine Linux stand-in: Skiff's conformance image on Debian's busybox-static"
+PRETTY_NAME="Alpine Linux stand-in: Skiff's conformance image on busybox"
 `
 
 // ConformanceImages returns the images the conformance tests use, besides
 // pause. Each is busybox plus the programs of its upstream counterpart:
 //
-//   - busybox: Debian's busybox-static (LoadBusyboxFiles) with bash as
+//   - busybox: the given upstream busybox build, or Debian's
+//     busybox-static (LoadBusyboxFiles) with bash as
 //     /bin/sh (see below).
 //   - agnhost (both tags): /agnhost as entrypoint (command pause), and the
 //     tools upstream's Alpine-based image installs: dig/nslookup (Debian's
-//     bind9-dnsutils), curl, nc (netcat-openbsd), ip, socat and bash from
+//     bind9-dnsutils), getent (the DNS tests' /etc/hosts probe; glibc's,
+//     hosts: files dns), curl, nc (netcat-openbsd), ip, socat and bash from
 //     Debian; porter's certificate; the user and group the image defines;
 //     /bin/sh is bash (busybox's sh would run its nc applet first).
 //   - nginx (both tags): Debian's nginx 1.22 on port 80 serving a welcome
@@ -102,6 +110,9 @@ PRETTY_NAME="Alpine Linux stand-in: Skiff's conformance image on Debian's busybo
 //     (/usr/local/bin/etcd), when their programs are given.
 func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	base, err := LoadBusyboxFiles()
+	if src.Busybox != "" {
+		base, err = busyboxFiles(src.Busybox)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("busybox: %w", err)
 	}
@@ -120,7 +131,7 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	// agnhost
 	tools, err := programs(src.DebRoot, []string{
 		"/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/bin/nc.openbsd",
-		"/usr/bin/curl", "/usr/sbin/ip", "/usr/bin/socat", "/bin/bash",
+		"/usr/bin/curl", "/usr/sbin/ip", "/usr/bin/socat", "/bin/bash", "/usr/bin/getent",
 	})
 	if err != nil {
 		return nil, err
@@ -138,6 +149,7 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		agentimages.File{Path: "/agnhost", Mode: 0o755, Data: agnhost},
 		agentimages.File{Path: "/agnhost-2", Link: "agnhost"},
 		agentimages.File{Path: "/usr/bin/nc", Link: "/bin/nc.openbsd"},
+		agentimages.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
 		// Debian's busybox shell runs its own applets before PATH (nc
 		// without -u, -z); upstream's Alpine sh finds netcat-openbsd.
 		agentimages.File{Path: "/bin/sh", Link: "bash"},
@@ -208,17 +220,20 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 		{File: "kitten.tar", Refs: []string{KittenRef}, Files: kitten, Config: webCfg},
 		{File: "nautilus.tar", Refs: []string{NautilusRef}, Files: nautilus, Config: webCfg},
 	}
-	// busybox: Debian's busybox 1.35 ash drops environment variables whose
+	// busybox: Debian's busybox ash drops environment variables whose
 	// names are not shell identifiers (a Secret's key "data-1" through
-	// envFrom) before it runs a command; upstream's busybox 1.37 passes
-	// them on, so here /bin/sh is Debian's bash.
-	bash, err := programs(src.DebRoot, []string{"/bin/bash"})
-	if err != nil {
-		return nil, err
+	// envFrom) before it runs a command; upstream's passes them on. With
+	// no upstream build given, /bin/sh is Debian's bash.
+	busyboxFiles := with()
+	if src.Busybox == "" {
+		bash, err := programs(src.DebRoot, []string{"/bin/bash"})
+		if err != nil {
+			return nil, err
+		}
+		busyboxFiles = with(append(bash, agentimages.File{Path: "/bin/sh", Link: "bash"})...)
 	}
 	specs = append(specs, ImageSpec{File: "busybox.tar", Refs: append([]string{BusyboxRef}, BusyboxAliases...),
-		Files:  with(append(bash, agentimages.File{Path: "/bin/sh", Link: "bash"})...),
-		Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
+		Files: busyboxFiles, Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
 	getent, err := programs(src.DebRoot, []string{"/usr/bin/getent", "/usr/bin/dig", "/usr/bin/nslookup"})
 	if err != nil {
 		return nil, err

@@ -160,6 +160,38 @@ func TestConformanceImages(t *testing.T) {
 	if got := file(BusyboxRef, "/bin/sh").Link; got != "bash" {
 		t.Errorf("busybox /bin/sh -> %q, want bash (Debian's ash drops env names like data-1)", got)
 	}
+
+	// With an upstream busybox build, it is every image's busybox and the
+	// busybox image's sh (here a copy of the host's stands in).
+	own := filepath.Join(t.TempDir(), "busybox")
+	bb, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb = append(bb, "upstream build"...) // a different binary, still runnable
+	if err := os.WriteFile(own, bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	specs, err = ConformanceImages(ConformanceSources{Busybox: own, Agnhost: ls, Nnp: ls, KubeImages: kube, DebRoot: deb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		for _, r := range s.Refs {
+			byRef[r] = s
+		}
+	}
+	if got := file(BusyboxRef, "/bin/sh").Link; got != "busybox" {
+		t.Errorf("busybox /bin/sh -> %q with an upstream busybox, want busybox", got)
+	}
+	for _, ref := range []string{BusyboxRef, NginxRef, KittenRef} {
+		if got := file(ref, "/bin/busybox").Data; string(got) != string(bb) {
+			t.Errorf("%s /bin/busybox is not the given build", ref)
+		}
+	}
+	if file(AgnhostRef, "/usr/bin/getent").Data == nil {
+		t.Error("agnhost has no getent (the DNS tests' hosts probe runs it)")
+	}
 	if got := file(AgnhostRef, "/usr/bin/nc").Link; got != "/bin/nc.openbsd" {
 		t.Errorf("agnhost /usr/bin/nc -> %q, want netcat-openbsd", got)
 	}

@@ -51,33 +51,35 @@ func BusyboxFiles(t testing.TB) []agentimages.File {
 // link per applet, /etc/passwd and /etc/group with root and nobody, and
 // /tmp. They are read once per process.
 func LoadBusyboxFiles() ([]agentimages.File, error) {
-	busybox.once.Do(func() {
-		bin, err := os.ReadFile(BusyboxPath)
-		if err != nil {
-			busybox.err = err
-			return
-		}
-		out, err := exec.Command(BusyboxPath, "--list").Output()
-		if err != nil {
-			busybox.err = err
-			return
-		}
-		files := []agentimages.File{
-			{Path: "/bin/busybox", Mode: 0o755, Data: bin},
-			{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
-			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnobody:x:65534:\n")},
-			{Path: "/tmp", Dir: true, Mode: 0o777},
-			{Path: "/root", Dir: true, Mode: 0o700},
-		}
-		for _, applet := range strings.Fields(string(out)) {
-			if applet == "busybox" {
-				continue
-			}
-			files = append(files, agentimages.File{Path: "/bin/" + applet, Link: "busybox"})
-		}
-		busybox.files = files
-	})
+	busybox.once.Do(func() { busybox.files, busybox.err = busyboxFiles(BusyboxPath) })
 	return busybox.files, busybox.err
+}
+
+// busyboxFiles is a busybox root file system from the busybox binary at
+// path: the binary, a link per applet it lists, /etc/passwd and group.
+func busyboxFiles(path string) ([]agentimages.File, error) {
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(path, "--list").Output()
+	if err != nil {
+		return nil, err
+	}
+	files := []agentimages.File{
+		{Path: "/bin/busybox", Mode: 0o755, Data: bin},
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnobody:x:65534:\n")},
+		{Path: "/tmp", Dir: true, Mode: 0o777},
+		{Path: "/root", Dir: true, Mode: 0o700},
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet == "busybox" {
+			continue
+		}
+		files = append(files, agentimages.File{Path: "/bin/" + applet, Link: "busybox"})
+	}
+	return files, nil
 }
 
 // Busybox writes the busybox image as a docker-archive tarball into a

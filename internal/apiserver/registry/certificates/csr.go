@@ -101,27 +101,36 @@ func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	csr.Status = o.Status
 }
 
-// PrepareForStatusUpdate keeps the spec and the approval conditions, which
-// change only through /approval, and stamps new conditions' times.
+// PrepareForStatusUpdate keeps the spec and, as upstream, the Approved and
+// Denied conditions where they are (their values from old, when the update
+// has as many of each; adding or removing them is refused by
+// ValidateStatusUpdate), and stamps new conditions' times.
 func (Strategy) PrepareForStatusUpdate(ctx context.Context, obj, old runtime.Object) {
 	prepareStatus(obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest), time.Now())
 }
 
 func prepareStatus(csr, old *certificatesv1.CertificateSigningRequest, now time.Time) {
 	csr.Spec = old.Spec
-	var conds []certificatesv1.CertificateSigningRequestCondition
-	for _, c := range csr.Status.Conditions {
-		if !isApprovalCondition(c.Type) {
-			conds = append(conds, c)
+	for _, t := range []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateDenied} {
+		was, is := conditionIndices(old.Status.Conditions, t), conditionIndices(csr.Status.Conditions, t)
+		if len(was) != len(is) {
+			continue
+		}
+		for i, j := range is {
+			csr.Status.Conditions[j] = old.Status.Conditions[was[i]]
 		}
 	}
-	for _, c := range old.Status.Conditions {
-		if isApprovalCondition(c.Type) {
-			conds = append(conds, c)
-		}
-	}
-	csr.Status.Conditions = conds
 	stampConditions(csr, old, now)
+}
+
+func conditionIndices(conds []certificatesv1.CertificateSigningRequestCondition, t certificatesv1.RequestConditionType) []int {
+	var out []int
+	for i, c := range conds {
+		if c.Type == t {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // PrepareForApprovalUpdate applies the rules of the approval subresource:
@@ -226,6 +235,18 @@ func (Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Objec
 	csr, o := obj.(*certificatesv1.CertificateSigningRequest), old.(*certificatesv1.CertificateSigningRequest)
 	sp := field.NewPath("status")
 	errs := validateStatus(&csr.Status, sp)
+	// Conditions: Approved, Denied and Failed are never removed; Approved
+	// and Denied are neither added nor changed but through /approval.
+	cond := sp.Child("conditions")
+	for _, t := range []certificatesv1.RequestConditionType{certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed} {
+		was, is := len(conditionIndices(o.Status.Conditions, t)), len(conditionIndices(csr.Status.Conditions, t))
+		switch {
+		case is < was:
+			errs = append(errs, field.Forbidden(cond, fmt.Sprintf("updates may not remove a condition of type %q", t)))
+		case is > was && isApprovalCondition(t):
+			errs = append(errs, field.Forbidden(cond, fmt.Sprintf("updates may not add a condition of type %q", t)))
+		}
+	}
 	cp := sp.Child("certificate")
 	if len(o.Status.Certificate) > 0 && string(o.Status.Certificate) != string(csr.Status.Certificate) {
 		errs = append(errs, field.Forbidden(cp, "updates may not modify existing certificate content"))

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,22 +140,48 @@ func TestStatusUpdate(t *testing.T) {
 	old := &certificatesv1.CertificateSigningRequest{Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: "a.io/x"}}
 	old.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{cond("Approved", "True")}
 
+	// A condition appended after Approved stays last, and Approved keeps
+	// its old value where it is (the conformance test reads the order).
 	next := old.DeepCopy()
 	next.Spec.SignerName = "b.io/y"
-	next.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{cond("Denied", "True"), cond("Failed", "True")}
+	next.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{
+		{Type: "Approved", Status: "True", Reason: "Changed"}, cond("StatusUpdate", "True")}
 	prepareStatus(next, old, now)
 	var types []certificatesv1.RequestConditionType
 	for _, c := range next.Status.Conditions {
 		types = append(types, c.Type)
-		if !c.LastUpdateTime.Time.Equal(now) && c.Type == "Failed" {
-			t.Errorf("failed condition not stamped: %v", c.LastUpdateTime)
+		if !c.LastUpdateTime.Time.Equal(now) && c.Type == "StatusUpdate" {
+			t.Errorf("new condition not stamped: %v", c.LastUpdateTime)
 		}
 	}
-	if diff := cmp.Diff([]certificatesv1.RequestConditionType{"Failed", "Approved"}, types); diff != "" {
+	if diff := cmp.Diff([]certificatesv1.RequestConditionType{"Approved", "StatusUpdate"}, types); diff != "" {
 		t.Errorf("status conditions (-want +got):\n%s", diff)
+	}
+	if next.Status.Conditions[0].Reason != old.Status.Conditions[0].Reason {
+		t.Errorf("Approved condition changed through /status: %+v", next.Status.Conditions[0])
 	}
 	if next.Spec.SignerName != "a.io/x" {
 		t.Errorf("status update changed spec")
+	}
+	if errs := (Strategy{}).ValidateStatusUpdate(ctx, next, old); len(errs) != 0 {
+		t.Errorf("valid status update refused: %v", errs)
+	}
+
+	// Adding Denied or removing Approved through /status is refused.
+	for _, tc := range []struct {
+		conds []certificatesv1.CertificateSigningRequestCondition
+		want  string
+	}{
+		{[]certificatesv1.CertificateSigningRequestCondition{cond("Approved", "True"), cond("Denied", "True")}, `updates may not add a condition of type "Denied"`},
+		{[]certificatesv1.CertificateSigningRequestCondition{cond("Failed", "True")}, `updates may not remove a condition of type "Approved"`},
+	} {
+		n := old.DeepCopy()
+		n.Status.Conditions = tc.conds
+		prepareStatus(n, old, now)
+		errs := Strategy{}.ValidateStatusUpdate(ctx, n, old)
+		if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.want) {
+			t.Errorf("conditions %v: errors %v, want %q", tc.conds, errs, tc.want)
+		}
 	}
 
 	tests := []struct {
