@@ -20,7 +20,10 @@ import (
 
 // servePodEviction serves POST pods/{name}/eviction: the pod is deleted
 // only if no PodDisruptionBudget forbids it (429 otherwise), and the budget
-// that allowed it records the disruption first.
+// that allowed it records the disruption first. As upstream's, the pod's
+// status gets the DisruptionTarget condition (EvictionByEvictionAPI) just
+// before the delete, so that a Job's podFailurePolicy can tell an eviction
+// from a failure.
 func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
 	if info.Verb != "create" {
 		h.codecs.writeError(w, methodNotSupported(h.gr, info.Verb))
@@ -116,6 +119,17 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 			uid := pod.UID
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
+		if len(opts.DryRun) == 0 {
+			rv, err := h.markDisruptionTarget(ctx, info.Namespace, info.Name, opts.Preconditions)
+			if err != nil {
+				h.codecs.writeError(w, err)
+				return
+			}
+			if opts.Preconditions.ResourceVersion != nil {
+				// Our own write moved the pod on: the delete expects it.
+				opts.Preconditions.ResourceVersion = &rv
+			}
+		}
 		if _, _, err := h.deleteWithoutAdmission(ctx, info.Namespace, info.Name, opts); err != nil {
 			h.codecs.writeError(w, err)
 			return
@@ -126,4 +140,42 @@ func servePodEviction(ctx context.Context, h *resourceHandler, w http.ResponseWr
 		})
 		return
 	}
+}
+
+// markDisruptionTarget adds the eviction's DisruptionTarget condition to
+// the latest pod's status (a status write: nothing else changes), after
+// checking the delete's preconditions against that pod as upstream's
+// eviction does; it returns the pod's new resourceVersion. A condition
+// already there with the same status keeps its transition time.
+func (h *resourceHandler) markDisruptionTarget(ctx context.Context, ns, name string, pre *metav1.Preconditions) (string, error) {
+	var sp *storage.Preconditions
+	if pre != nil {
+		sp = &storage.Preconditions{UID: pre.UID, ResourceVersion: pre.ResourceVersion}
+		if sp.UID != nil && *sp.UID == "" {
+			sp.UID = nil
+		}
+		if sp.ResourceVersion != nil && *sp.ResourceVersion == "" {
+			sp.ResourceVersion = nil
+		}
+	}
+	out := &corev1.Pod{}
+	err := h.store.GuaranteedUpdate(ctx, h.key(ns, name), out, sp, func(cur runtime.Object) (runtime.Object, error) {
+		pod := cur.(*corev1.Pod).DeepCopy()
+		cond := policy.DisruptionTargetCondition(h.srv.clock.Now())
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.DisruptionTarget })
+		if i < 0 {
+			pod.Status.Conditions = append(pod.Status.Conditions, cond)
+			return pod, nil
+		}
+		if pod.Status.Conditions[i].Status == cond.Status {
+			cond.LastTransitionTime = pod.Status.Conditions[i].LastTransitionTime
+		}
+		cond.ObservedGeneration = pod.Status.Conditions[i].ObservedGeneration
+		pod.Status.Conditions[i] = cond
+		return pod, nil
+	})
+	if err != nil {
+		return "", h.apiErr(err, name)
+	}
+	return out.ResourceVersion, nil
 }

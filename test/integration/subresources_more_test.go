@@ -91,6 +91,55 @@ func TestIssueThreeSubresources(t *testing.T) {
 		}
 	})
 
+	t.Run("eviction marks the pod DisruptionTarget before deleting it", func(t *testing.T) {
+		// As upstream's: a Job's podFailurePolicy tells an eviction from a
+		// failure by this condition (conformance: Job pod failure policy
+		// ignoring DisruptionTarget).
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "evictee"},
+			Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
+		pod, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		disruption := func(p *corev1.Pod) *corev1.PodCondition {
+			for i := range p.Status.Conditions {
+				if p.Status.Conditions[i].Type == corev1.DisruptionTarget {
+					return &p.Status.Conditions[i]
+				}
+			}
+			return nil
+		}
+		dry := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: ns},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+		if err := cs.CoreV1().Pods(ns).EvictV1(ctx, dry); err != nil {
+			t.Fatalf("dry-run eviction: %v", err)
+		}
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "evictee", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil || disruption(p) != nil {
+			t.Fatalf("after a dry-run eviction: %v, deletionTimestamp %v, conditions %+v; want the pod untouched", err, p.DeletionTimestamp, p.Status.Conditions)
+		}
+		if err := cs.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "evictee", Namespace: ns}}); err != nil {
+			t.Fatalf("eviction: %v", err)
+		}
+		p, err = cs.CoreV1().Pods(ns).Get(ctx, "evictee", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp == nil {
+			t.Fatalf("evicted pod: %v; want it terminating", err)
+		}
+		c := disruption(p)
+		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "EvictionByEvictionAPI" || c.Message != "Eviction API: evicting" || c.LastTransitionTime.IsZero() {
+			t.Fatalf("evicted pod's conditions %+v; want DisruptionTarget True, EvictionByEvictionAPI, \"Eviction API: evicting\"", p.Status.Conditions)
+		}
+		if p.Status.Phase != corev1.PodRunning || len(p.Status.Conditions) != 2 {
+			t.Errorf("evicted pod's status %+v; want the rest of it unchanged", p.Status)
+		}
+	})
+
 	t.Run("certificate signing request approval", func(t *testing.T) {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice"}}, key)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
 	"github.com/skiff-sh/skiff/internal/controller/cronjob"
+	"github.com/skiff-sh/skiff/internal/controller/job"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/simulate"
 )
@@ -168,6 +169,84 @@ func TestWorkloadsJobBackoffLimit(t *testing.T) {
 		t.Errorf("%d pods created, want 2 (backoffLimit 1)", len(pods.Items))
 	}
 	waitEvent(t, ctx, cs, ns, "fails", "BackoffLimitExceeded")
+}
+
+// TestWorkloadsJobIgnoresEvictedPod: a Job whose podFailurePolicy ignores
+// pods with the DisruptionTarget condition does not count a pod the
+// eviction API took away, however small its backoffLimit, and replaces
+// it (the conformance test's scenario; this test plays the kubelet, which
+// marks the killed pod Failed keeping the condition the eviction added).
+func TestWorkloadsJobIgnoresEvictedPod(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	runMaintControllers(t, c, controllercontext.Options{}, job.New)
+	ctx := testCtx(t, 90*time.Second)
+	ns := newNamespace(t, cs)
+
+	j := workloadJob("evicted", 1, 1, "0", 0)
+	j.Spec.BackoffLimit = ptr.To(int32(0))
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:          batchv1.PodFailurePolicyActionIgnore,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+	}}}
+	if _, err := cs.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create job: %v", err)
+	}
+	// podOf waits for the Job's pod that is not name and returns it.
+	podOf := func(not string) *corev1.Pod {
+		t.Helper()
+		var found *corev1.Pod
+		eventually(t, 30*time.Second, "a pod of the job", func() (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=evicted"})
+			if err != nil {
+				return false, err
+			}
+			for i := range pods.Items {
+				if pods.Items[i].Name != not {
+					found = &pods.Items[i]
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		return found
+	}
+	// finish plays the kubelet: the pod's container ends with code, the
+	// pod goes to its terminal phase (its conditions kept).
+	finish := func(name string, code int32) {
+		t.Helper()
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		if code != 0 {
+			p.Status.Phase = corev1.PodFailed
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "work", Image: "busybox",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code,
+				StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("finish pod %s: %v", name, err)
+		}
+	}
+	first := podOf("")
+	first.Status.Phase = corev1.PodRunning
+	first.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, first, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: first.Name, Namespace: ns}}); err != nil {
+		t.Fatalf("evict: %v", err)
+	}
+	finish(first.Name, 137) // killed
+
+	second := podOf(first.Name)
+	finish(second.Name, 0)
+	done := waitJobCondition(t, ctx, cs, ns, "evicted", batchv1.JobComplete)
+	if done.Status.Failed != 0 || done.Status.Succeeded != 1 {
+		t.Errorf("status %+v: want the evicted pod not counted as failed", done.Status)
+	}
 }
 
 // waitEvent waits for an event with reason about the object name.
