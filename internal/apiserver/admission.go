@@ -46,6 +46,7 @@ func newAdmission(r registry.Reader, c clock.PassiveClock) (*admission.Chain, er
 		admission.NewPersistentVolumeClaimResize(r),
 		admission.NewRuntimeClass(r),
 		admission.NewDefaultIngressClass(r),
+		admission.NewPodResizeValidator(r),
 	}
 	plugins = append(plugins,
 		admission.NewCertificateApproval(authorizer),

@@ -73,7 +73,6 @@ var admissionNotPlugins = map[string]string{
 	"ClusterTrustBundleAttest":     "no ClusterTrustBundle API",
 	"PodTopologyLabels":            "feature gate off upstream",
 	"NodeDeclaredFeatureValidator": "feature gate off upstream",
-	"PodResizeValidator":           "resize is validated by the pod strategy",
 }
 
 // optionalAdmissionPlugins are off by default and built here when enabled.

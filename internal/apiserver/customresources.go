@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -355,9 +356,9 @@ func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *
 		if err != nil {
 			return nil, nil, fmt.Errorf("field manager for %s: %w", name, err)
 		}
-		h.fields = &fieldManagers{main: main}
+		h.fields = &fieldManagers{main: main, subs: map[string]*managedfields.FieldManager{}}
 		if h.hasStatus() {
-			if h.fields.status, err = fm("status"); err != nil {
+			if h.fields.subs["status"], err = fm("status"); err != nil {
 				return nil, nil, fmt.Errorf("field manager for %s/status: %w", name, err)
 			}
 		}

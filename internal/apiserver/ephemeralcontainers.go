@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	podregistry "github.com/skiff-sh/skiff/internal/apiserver/registry/core/pod"
 	"github.com/skiff-sh/skiff/internal/storage"
@@ -39,6 +40,18 @@ func serveEphemeralContainers(ctx context.Context, h *resourceHandler, w http.Re
 }
 
 func (h *resourceHandler) updateEphemeralContainers(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
+	return h.updatePodSpecPart(ctx, r, info, func(want, cur *corev1.Pod) (*corev1.Pod, field.ErrorList) {
+		next, errs := podregistry.UpdateEphemeralContainers(want, cur)
+		return next, errs
+	}, podregistry.WithEphemeralContainersUpdate)
+}
+
+// updatePodSpecPart is the update and patch of a subresource that writes
+// part of a pod's spec (ephemeralcontainers, resize): the desired pod
+// (the body, or the patch applied to the stored pod) goes through take,
+// which picks the part and may refuse it, then through the pod's update
+// rules with ctx marked by mark, managedFields and admission.
+func (h *resourceHandler) updatePodSpecPart(ctx context.Context, r *http.Request, info RequestInfo, take func(want, cur *corev1.Pod) (*corev1.Pod, field.ErrorList), mark func(context.Context) context.Context) (runtime.Object, error) {
 	var desired runtime.Object
 	var patch []byte
 	var pt string
@@ -76,10 +89,10 @@ func (h *resourceHandler) updateEphemeralContainers(ctx context.Context, r *http
 		if rv := wm.GetResourceVersion(); info.Verb == "update" && rv != "" && rv != curPod.ResourceVersion {
 			return nil, apierrors.NewConflict(h.gr, curPod.Name, fmt.Errorf("%s", storage.OptimisticLockMessage))
 		}
-		next, errs := podregistry.UpdateEphemeralContainers(want.(*corev1.Pod), curPod)
+		next, errs := take(want.(*corev1.Pod), curPod)
 		if len(errs) > 0 {
 			return nil, h.invalid(curPod.Name, errs)
 		}
-		return h.finishUpdate(podregistry.WithEphemeralContainersUpdate(ctx), r, info, next, cur)
+		return h.finishUpdate(mark(ctx), r, info, next, cur)
 	})
 }

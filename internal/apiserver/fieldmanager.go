@@ -23,37 +23,39 @@ const applyPatchType = types.ApplyYAMLPatchType
 const maxFieldManagerLength = 128
 
 // fieldManagers track managedFields of one resource: one manager for the
-// main resource and one for /status.
+// main resource and one for each subresource that writes the object
+// itself (status, and pods' ephemeralcontainers and resize), whose
+// entries say so in their subresource field.
 type fieldManagers struct {
-	main, status *managedfields.FieldManager
+	main *managedfields.FieldManager
+	subs map[string]*managedfields.FieldManager
 }
 
 // newFieldManagers builds the managers from the OpenAPI type converter.
-func newFieldManagers(tc managedfields.TypeConverter, scheme *runtime.Scheme, gvk schema.GroupVersionKind, hasStatus bool) (*fieldManagers, error) {
+func newFieldManagers(tc managedfields.TypeConverter, scheme *runtime.Scheme, gvk schema.GroupVersionKind, subresources []string) (*fieldManagers, error) {
 	main, err := managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), "", nil)
 	if err != nil {
 		return nil, err
 	}
-	fm := &fieldManagers{main: main}
-	if hasStatus {
-		if fm.status, err = managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), "status", nil); err != nil {
+	fm := &fieldManagers{main: main, subs: map[string]*managedfields.FieldManager{}}
+	for _, sub := range subresources {
+		if fm.subs[sub], err = managedfields.NewDefaultFieldManager(tc, scheme, scheme, scheme, gvk, gvk.GroupVersion(), sub, nil); err != nil {
 			return nil, err
 		}
 	}
 	return fm, nil
 }
 
+// forSubresource is the manager of writes through sub ("" for the main
+// resource), nil when sub does not write the object.
 func (f *fieldManagers) forSubresource(sub string) *managedfields.FieldManager {
 	if f == nil {
 		return nil
 	}
-	if sub == "status" && f.status != nil {
-		return f.status
-	}
 	if sub == "" {
 		return f.main
 	}
-	return nil
+	return f.subs[sub]
 }
 
 // managerName is the field manager of a write: the fieldManager

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -319,6 +320,20 @@ func (h *resourceHandler) serveVirtual(ctx context.Context, w http.ResponseWrite
 
 // hasStatus says the resource has a status subresource (which owns the
 // status fields for managedFields).
+// writingSubresources are the subresources that write the object itself
+// (sorted), each with its own field manager.
+func (h *resourceHandler) writingSubresources() []string {
+	var subs []string
+	for name, sub := range h.res.Subresources {
+		switch sub.Handler {
+		case registry.HandleStatus, registry.HandleEphemeralContainers, registry.HandleResize:
+			subs = append(subs, name)
+		}
+	}
+	sort.Strings(subs)
+	return subs
+}
+
 func (h *resourceHandler) hasStatus() bool {
 	for _, sub := range h.res.Subresources {
 		if sub.Handler == registry.HandleStatus {

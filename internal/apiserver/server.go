@@ -459,7 +459,7 @@ func (s *Server) buildFieldManagers() error {
 		if h.store == nil {
 			continue
 		}
-		fm, err := newFieldManagers(tc, s.codecs.scheme, h.gvk, h.hasStatus())
+		fm, err := newFieldManagers(tc, s.codecs.scheme, h.gvk, h.writingSubresources())
 		if err != nil {
 			return fmt.Errorf("field manager for %s: %w", h.gr, err)
 		}

@@ -31,6 +31,7 @@ func subresourceHandlers() map[registry.SubresourceHandler]subresourceFunc {
 		registry.HandleEviction:            servePodEviction,
 		registry.HandleApproval:            serveCSRApproval,
 		registry.HandleEphemeralContainers: serveEphemeralContainers,
+		registry.HandleResize:              serveResize,
 		registry.HandleConnect:             servePodStream,
 		registry.HandleProxy:               serveProxy,
 		registry.HandleTokenRequest:        serveTokenRequest,

@@ -127,6 +127,7 @@ func Order() []string {
 		"CertificateSigning",
 		"CertificateSubjectRestriction",
 		"DefaultIngressClass",
+		"PodResizeValidator",
 		"MutatingAdmissionPolicy",
 		"MutatingAdmissionWebhook",
 		"ValidatingAdmissionPolicy",

@@ -40,7 +40,7 @@ func Resource() registry.Resource {
 		Subresources: map[string]registry.Subresource{
 			"status": registry.StatusSubresource(), "binding": registry.BindingSubresource(), "eviction": registry.EvictionSubresource(),
 			"log": registry.ConnectSubresource("", "get"), "exec": registry.ConnectSubresource("PodExecOptions", "create", "get"), "attach": registry.ConnectSubresource("PodAttachOptions", "create", "get"), "portforward": registry.ConnectSubresource("PodPortForwardOptions", "create", "get"),
-			"ephemeralcontainers": registry.EphemeralContainersSubresource(), "proxy": registry.ProxySubresource("PodProxyOptions"),
+			"ephemeralcontainers": registry.EphemeralContainersSubresource(), "resize": registry.ResizeSubresource(), "proxy": registry.ProxySubresource("PodProxyOptions"),
 		},
 	}
 }
@@ -89,9 +89,13 @@ func applyAdmissionDefaults(pod *corev1.Pod) {
 }
 
 // PrepareForUpdate keeps the old status, applies defaults (and the default
-// tolerations) and bumps the generation when the spec changed.
+// tolerations) and bumps the generation when the spec changed. A pods/resize
+// update (WithResizeUpdate) keeps only the resource changes.
 func (Strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	pod, oldPod := obj.(*corev1.Pod), old.(*corev1.Pod)
+	if isResizeUpdate(ctx) {
+		dropNonResizeUpdates(pod, oldPod)
+	}
 	pod.Status = oldPod.Status
 	DefaultPod(pod)
 	// Upstream's DefaultTolerationSeconds admits updates too: an update
@@ -159,8 +163,12 @@ func (Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorLis
 }
 
 // ValidateUpdate checks a pod update: only images, activeDeadlineSeconds,
-// added tolerations and a few more may change.
+// added tolerations and a few more may change; a pods/resize update
+// (WithResizeUpdate) is checked by the resize rules instead.
 func (Strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	if isResizeUpdate(ctx) {
+		return validatePodResize(obj.(*corev1.Pod), old.(*corev1.Pod))
+	}
 	return append(validatePodUpdate(obj.(*corev1.Pod), old.(*corev1.Pod)), ephemeralContainersUnchanged(ctx, obj.(*corev1.Pod), old.(*corev1.Pod))...)
 }
 

@@ -57,6 +57,22 @@ func ValidatePodSpec(spec *corev1.PodSpec, path *field.Path) field.ErrorList {
 	if len(spec.Containers) == 0 {
 		errs = append(errs, field.Required(path.Child("containers"), ""))
 	}
+	for i := range spec.Containers {
+		errs = append(errs, validateResizePolicy(spec.Containers[i].ResizePolicy, spec.RestartPolicy, path.Child("containers").Index(i).Child("resizePolicy"))...)
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		rpPath := path.Child("initContainers").Index(i).Child("resizePolicy")
+		errs = append(errs, validateResizePolicy(c.ResizePolicy, spec.RestartPolicy, rpPath)...)
+		if isSidecar(c) {
+			continue
+		}
+		for j, p := range c.ResizePolicy {
+			if p.RestartPolicy == corev1.RestartContainer {
+				errs = append(errs, field.Invalid(rpPath.Index(j).Child("restartPolicy"), p.RestartPolicy, "must not be set to 'RestartContainer' for non-sidecar initContainers"))
+			}
+		}
+	}
 
 	switch {
 	case spec.RestartPolicy == "":
@@ -725,7 +741,7 @@ const podUpdateForbiddenMessage = "pod updates may not change fields other than 
 // validatePodUpdate checks the few spec changes a pod allows after creation.
 func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
 	specPath := field.NewPath("spec")
-	errs := ValidatePodSpec(&pod.Spec, specPath)
+	errs := allowExistingInitRestart(ValidatePodSpec(&pod.Spec, specPath), old)
 
 	if len(pod.Spec.Containers) != len(old.Spec.Containers) || len(pod.Spec.InitContainers) != len(old.Spec.InitContainers) {
 		errs = append(errs, field.Forbidden(specPath, podUpdateForbiddenMessage))
