@@ -29,7 +29,8 @@ const (
 // server: an allocator's IPAddress that no Service holds (a write that
 // failed after its claim, a crash between the two) is deleted, and a
 // Service address that has no IPAddress gets one back. It also recreates
-// the default ServiceCIDR when it is gone.
+// the default ServiceCIDR when it is gone, and repairs the shared NodePort
+// bitmap (portClaimer.repair).
 type ipRepair struct {
 	srv      *Server
 	clock    clock.WithTicker
@@ -81,6 +82,9 @@ func (r *ipRepair) pass(ctx context.Context) {
 	plan := planIPRepair(ips, svcs, r.clock.Now(), r.grace)
 	logger := klog.FromContext(ctx)
 	r.ensureDefaultServiceCIDR(ctx)
+	if r.srv.ports != nil {
+		r.srv.ports.repair(ctx, svcs, r.clock.Now(), r.grace)
+	}
 	for _, ip := range plan.delete {
 		uid, rv := types.UID(ip.UID), ip.ResourceVersion
 		err := ipH.store.Delete(ctx, ipH.key("", ip.Name), nil, &storage.Preconditions{UID: &uid, ResourceVersion: &rv})

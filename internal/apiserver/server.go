@@ -183,6 +183,7 @@ type Server struct {
 	reaper    *reaper
 	compactor *compactor
 	ipRepair  *ipRepair
+	ports     *portClaimer
 	// resourceMetrics serves metrics.k8s.io while anyone reads it.
 	resourceMetrics *resourcemetrics.Pipeline
 }
@@ -286,6 +287,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	// ClusterIPs as IPAddress objects, from every ServiceCIDR (ipaddress.go).
 	alloc.Claimer, alloc.View = ipClaimer{srv: s}, ipClaimer{srv: s}
+	// NodePorts in upstream's shared RangeAllocation (nodeports.go).
+	s.ports = newPortClaimer(s, alloc.Ports)
+	alloc.PortClaimer = s.ports
 	s.custom = newCustomResources(s) // CRDs (customresources.go)
 	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
 	s.aggregation = newAggregation(s) // APIServices (aggregation.go)

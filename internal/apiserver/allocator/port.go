@@ -83,6 +83,9 @@ func parsePortRange(spec string) (int, int, error) {
 // Range is the range as "lo-hi".
 func (a *Ports) Range() string { return a.spec }
 
+// Base is the range's first port.
+func (a *Ports) Base() int { return a.base }
+
 // Size is how many ports the range holds.
 func (a *Ports) Size() int { return a.set.size }
 
@@ -165,6 +168,24 @@ func (a *Ports) Release(port int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.set.clear(i)
+}
+
+// Resync frees every taken port not in held and takes every port in held
+// (the shared bitmap), and returns how many it freed.
+func (a *Ports) Resync(held map[int]bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	freed := 0
+	for i := 0; i < a.set.size; i++ {
+		switch {
+		case held[a.base+i] && !a.set.has(i):
+			a.set.set(i)
+		case !held[a.base+i] && a.set.has(i):
+			a.set.clear(i)
+			freed++
+		}
+	}
+	return freed
 }
 
 func (a *Ports) reset() {

@@ -35,6 +35,9 @@ type Services struct {
 	// View, when set, lists the ServiceCIDRs and the claimed addresses;
 	// without it only IPs is used.
 	View IPView
+	// PortClaimer, when set, arbitrates NodePorts between API servers;
+	// see PortClaimer.
+	PortClaimer PortClaimer
 
 	mu    sync.Mutex
 	extra map[netip.Prefix]*extraRange // other ServiceCIDRs' ranges
@@ -108,6 +111,7 @@ func (s *Services) Rebuild(services []corev1.Service) error {
 	s.IPs.reset()
 	s.Ports.reset()
 	var errs []error
+	var held []int
 	for i := range services {
 		svc := &services[i]
 		c := ClaimsOf(svc)
@@ -123,8 +127,13 @@ func (s *Services) Rebuild(services []corev1.Service) error {
 		for _, p := range c.Ports {
 			if err := s.Ports.Allocate(p); err != nil {
 				errs = append(errs, fmt.Errorf("service %s/%s: node port %d: %w", svc.Namespace, svc.Name, p, err))
+				continue
 			}
+			held = append(held, p)
 		}
+	}
+	if err := s.markHeldPorts(held); err != nil {
+		errs = append(errs, fmt.Errorf("mark the stored Services' node ports in the shared range: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -221,6 +230,15 @@ func (t *Txn) AllocatePort(port int) error {
 		return nil
 	}
 	if err := t.s.Ports.Allocate(port); err != nil {
+		if !errors.Is(err, ErrPortAllocated) || t.s.PortClaimer == nil {
+			return err
+		}
+		// Marked here, but it may have been freed through another API
+		// server: the shared bitmap decides.
+		if err := t.s.PortClaimer.ClaimPort(t.ctx, port); err != nil {
+			return err
+		}
+	} else if err := t.claimPort(port); err != nil {
 		return err
 	}
 	t.ports = append(t.ports, port)
@@ -237,12 +255,30 @@ func (t *Txn) AllocateNextPort() (int, error) {
 		t.fakePorts[p] = true
 		return p, nil
 	}
-	p, err := t.s.Ports.AllocateNext()
-	if err != nil {
-		return 0, err
+	resynced := false
+	for {
+		p, err := t.s.Ports.AllocateNext()
+		if errors.Is(err, ErrFull) && !resynced {
+			// The range looks full: free what other API servers released
+			// meanwhile, and look once more.
+			resynced = true
+			if t.s.resyncPorts(t.ctx) {
+				continue
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+		err = t.claimPort(p)
+		if errors.Is(err, ErrPortAllocated) {
+			continue // held by another API server: stays marked, try the next
+		}
+		if err != nil {
+			return 0, err
+		}
+		t.ports = append(t.ports, p)
+		return p, nil
 	}
-	t.ports = append(t.ports, p)
-	return p, nil
 }
 
 // Release frees the values in c now; Undo takes them back.
@@ -258,9 +294,12 @@ func (t *Txn) Release(c Claims) {
 		}
 	}
 	for _, p := range c.Ports {
-		if t.s.Ports.Has(p) {
-			t.s.Ports.Release(p)
-			t.releasedPorts = append(t.releasedPorts, p)
+		// Released even when not marked here: another API server may have
+		// allocated it.
+		t.s.Ports.Release(p)
+		t.releasedPorts = append(t.releasedPorts, p)
+		if t.s.PortClaimer != nil {
+			t.s.PortClaimer.ReleasePort(t.ctx, p)
 		}
 	}
 }
@@ -277,13 +316,18 @@ func (t *Txn) Undo() {
 	}
 	for _, p := range t.ports {
 		t.s.Ports.Release(p)
+		if t.s.PortClaimer != nil {
+			t.s.PortClaimer.ReleasePort(t.ctx, p)
+		}
 	}
 	for _, ip := range t.releasedIPs {
 		t.s.markIP(ip)
 		_ = t.claim(ip)
 	}
 	for _, p := range t.releasedPorts {
-		_ = t.s.Ports.Allocate(p)
+		if t.s.Ports.Allocate(p) == nil {
+			_ = t.claimPort(p)
+		}
 	}
 	t.ips, t.ports, t.releasedIPs, t.releasedPorts = nil, nil, nil, nil
 }
@@ -300,5 +344,8 @@ func (s *Services) Release(ctx context.Context, svc *corev1.Service) {
 	}
 	for _, p := range c.Ports {
 		s.Ports.Release(p)
+		if s.PortClaimer != nil {
+			s.PortClaimer.ReleasePort(ctx, p)
+		}
 	}
 }
