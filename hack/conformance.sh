@@ -16,7 +16,7 @@
 # Settings (environment):
 #   FOCUS    ginkgo focus regexp   (default: \[Conformance\])
 #   SKIP     ginkgo skip regexp    (default: \[Serial\]|\[Disruptive\])
-#   SERIAL=1 `all` also runs \[Serial\].*\[Conformance\] (one process) after
+#   SERIAL=1 `all` also runs the [Serial] [Conformance] tests (one process) after
 #            the parallel pass, into $RESULTS/serial
 #   PROCS    parallel ginkgo processes (default 4)
 #   TIMEOUT  ginkgo's whole-suite timeout (default 6h)
@@ -306,7 +306,8 @@ run() {
 }
 
 run_serial() {
-	run_suite "$RESULTS/serial" '\[Serial\].*\[Conformance\]' '\[Disruptive\]' 1
+	# The labels come last in a test's text, in either order.
+	run_suite "$RESULTS/serial" '\[Serial\].*\[Conformance\]|\[Conformance\].*\[Serial\]' '\[Disruptive\]' 1
 }
 
 stop_pid() { # stop_pid FILE: SIGTERM, SIGKILL after 30 s
