@@ -72,7 +72,11 @@ func (r *reaper) sweep(ctx context.Context) {
 			continue
 		}
 		for _, o := range objs {
-			m, err := meta.Accessor(o.Object)
+			obj, err := o.Object()
+			if err != nil {
+				continue
+			}
+			m, err := meta.Accessor(obj)
 			if err != nil {
 				continue
 			}

@@ -30,7 +30,7 @@ func (m *memStore) ListCached(ctx context.Context, prefix string, opts storage.L
 	defer m.mu.Unlock()
 	var out []*storage.CachedObject
 	for k, o := range m.objs {
-		out = append(out, &storage.CachedObject{Key: k, Object: o})
+		out = append(out, storage.NewCachedObject(k, o, 0))
 	}
 	return out, 1, nil
 }

@@ -347,7 +347,7 @@ func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *
 	name := res.Resource + groupSuffix(res.GroupVersion.Group)
 	store := storage.NewStore(s.cfg.Etcd, codec, res.New, name, storage.StoreOptions{Observer: s.metrics})
 	h := &resourceHandler{}
-	cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
+	cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/",
 		func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
 		storage.CacherOptions{BookmarkInterval: s.cfg.WatchBookmarkInterval})
 	*h = *newResourceHandler(res, cacher, s.codecs, s)

@@ -67,7 +67,8 @@ func (c ipClaimer) ServiceCIDRs() ([]allocator.ServiceCIDR, error) {
 	}
 	out := make([]allocator.ServiceCIDR, 0, len(objs))
 	for _, o := range objs {
-		sc, ok := o.Object.(*networkingv1.ServiceCIDR)
+		obj, _ := o.Object() // stored as served: no conversion to fail
+		sc, ok := obj.(*networkingv1.ServiceCIDR)
 		if !ok {
 			continue
 		}

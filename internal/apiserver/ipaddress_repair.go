@@ -67,16 +67,21 @@ func (r *ipRepair) pass(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	// Both resources are served as stored: no conversion to fail.
 	var ips []*networkingv1.IPAddress
 	for _, o := range ipObjs {
-		if ip, ok := o.Object.(*networkingv1.IPAddress); ok {
-			ips = append(ips, ip)
+		if obj, _ := o.Object(); obj != nil {
+			if ip, ok := obj.(*networkingv1.IPAddress); ok {
+				ips = append(ips, ip)
+			}
 		}
 	}
 	var svcs []*corev1.Service
 	for _, o := range svcObjs {
-		if svc, ok := o.Object.(*corev1.Service); ok {
-			svcs = append(svcs, svc)
+		if obj, _ := o.Object(); obj != nil {
+			if svc, ok := obj.(*corev1.Service); ok {
+				svcs = append(svcs, svc)
+			}
 		}
 	}
 	plan := planIPRepair(ips, svcs, r.clock.Now(), r.grace)

@@ -264,25 +264,22 @@ func New(cfg Config) (*Server, error) {
 		Services:       alloc, Reader: reader{srv: s}, Authorizer: s.authz, CheckEtcd: s.checkEtcd,
 		BindPod: s.bindPod, ResourceMetrics: s.resourceMetrics, ReviewToken: s.reviewToken(cfg.Authenticator),
 	})
-	for _, res := range s.resources {
-		res := res
-		if registry.IsVirtual(res) {
-			h := newResourceHandler(res, nil, c, s)
-			s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
-			continue
-		}
-		gvk := res.GroupVersion.WithKind(res.Kind)
-		codec := storageCodec(res, gvk)
-		store := storage.NewStore(cfg.Etcd, codec, res.New, res.Resource+groupSuffix(res.GroupVersion.Group), storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds, CallTimeout: cfg.EtcdCallTimeout, Transformer: transformerFor(cfg.Encryption, res)})
-		h := &resourceHandler{}
-		cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/", res.NewList,
-			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
-			storage.CacherOptions{BookmarkInterval: cfg.WatchBookmarkInterval, OnCount: func(n int) { s.metrics.SetStorageObjects(res.Resource+groupSuffix(res.GroupVersion.Group), int64(n)) }})
-		*h = *newResourceHandler(res, cacher, c, s)
-		s.cachers = append(s.cachers, cacher)
-		s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
-		if _, ok := res.Strategy.(registry.GracefulDeleter); ok {
-			s.reaper.targets = append(s.reaper.targets, reapTarget{name: h.gr.String(), store: cacher, prefix: h.prefix()})
+	// Resources stored in another version's format (Stored) are served
+	// from that version's cache, converted on the way out: the stored
+	// versions' caches come first.
+	caches := map[string]*storage.Cacher{} // by storage prefix
+	for _, pass := range []bool{false, true} {
+		for _, res := range s.resources {
+			if registry.IsVirtual(res) {
+				if !pass {
+					s.handlers[res.GroupVersion.WithResource(res.Resource)] = newResourceHandler(res, nil, c, s)
+				}
+				continue
+			}
+			if (res.Stored != nil) != pass {
+				continue
+			}
+			s.addStored(res, caches)
 		}
 	}
 	// ClusterIPs as IPAddress objects, from every ServiceCIDR (ipaddress.go).
@@ -307,6 +304,63 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.handler = s.buildChain()
 	return s, nil
+}
+
+// addStored installs the handler of a resource kept in etcd, with its
+// watch cache: its own, or for a resource stored in another version's
+// format, a view of that version's cache (caches, by storage prefix).
+func (s *Server) addStored(res registry.Resource, caches map[string]*storage.Cacher) {
+	cfg := s.cfg
+	gvk := res.GroupVersion.WithKind(res.Kind)
+	name := res.Resource + groupSuffix(res.GroupVersion.Group)
+	store := storage.NewStore(cfg.Etcd, storageCodec(res, gvk), res.New, name, storage.StoreOptions{Observer: s.metrics, TTL: res.TTLSeconds, CallTimeout: cfg.EtcdCallTimeout, Transformer: transformerFor(cfg.Encryption, res)})
+	onCount := func(n int) { s.metrics.SetStorageObjects(name, int64(n)) }
+	h := &resourceHandler{}
+	var cacher *storage.Cacher
+	if st := res.Stored; st != nil && caches[res.StoragePrefix] != nil {
+		cacher = caches[res.StoragePrefix].ServeAs(store, servedVersion(res, st, onCount))
+	} else {
+		cacher = storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/",
+			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
+			storage.CacherOptions{BookmarkInterval: cfg.WatchBookmarkInterval, OnCount: onCount})
+		s.cachers = append(s.cachers, cacher)
+		if res.Stored == nil {
+			caches[res.StoragePrefix] = cacher
+		}
+	}
+	*h = *newResourceHandler(res, cacher, s.codecs, s)
+	s.handlers[res.GroupVersion.WithResource(res.Resource)] = h
+	if _, ok := res.Strategy.(registry.GracefulDeleter); ok {
+		s.reaper.targets = append(s.reaper.targets, reapTarget{name: h.gr.String(), store: cacher, prefix: h.prefix()})
+	}
+}
+
+// servedVersion serves a resource kept in another version's format from
+// that version's cache.
+func servedVersion(res registry.Resource, st *registry.StoredVersion, onCount func(int)) *storage.ServedVersion {
+	gvk := res.GroupVersion.WithKind(res.Kind)
+	v := &storage.ServedVersion{
+		Name: gvk.GroupVersion().String(),
+		Convert: func(stored runtime.Object) (runtime.Object, error) {
+			obj := res.New()
+			// FromStored may take over the object it is given: a copy.
+			if err := st.FromStored(stored.DeepCopyObject(), obj); err != nil {
+				return nil, err
+			}
+			obj.GetObjectKind().SetGroupVersionKind(gvk)
+			return obj, nil
+		},
+		OnCount: onCount,
+	}
+	if len(st.FieldLabels) > 0 {
+		v.FieldLabel = func(name string) string {
+			if stored, ok := st.FieldLabels[name]; ok {
+				return stored
+			}
+			return name
+		}
+	}
+	return v
 }
 
 // Version is the Kubernetes version Skiff serves.

@@ -148,14 +148,20 @@ func (h *resourceHandler) encodeWatchEvent(buf *bytes.Buffer, ev storage.WatchEv
 		}
 		objBytes, err = h.codecs.encode(out.mediaType, obj)
 	case out.as == "Table":
+		var obj runtime.Object
 		var t *metav1.Table
-		t, err = h.table([]runtime.Object{ev.Object.Object}, include, first)
+		if obj, err = ev.Object.Object(); err == nil {
+			t, err = h.table([]runtime.Object{obj}, include, first)
+		}
 		if err == nil {
 			objBytes, err = h.codecs.encode(out.mediaType, t)
 		}
 	case out.as != "":
+		var obj runtime.Object
 		var pm *metav1.PartialObjectMetadata
-		pm, err = partialMetadata(ev.Object.Object)
+		if obj, err = ev.Object.Object(); err == nil {
+			pm, err = partialMetadata(obj)
+		}
 		if err == nil {
 			objBytes, err = h.codecs.encode(out.mediaType, pm)
 		}

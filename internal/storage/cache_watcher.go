@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -15,8 +16,9 @@ const watcherBuffer = 1000
 
 type cacheWatcher struct {
 	prefix    string
-	pred      Predicate
+	pred      Predicate // in the stored version's field names
 	bookmarks bool
+	served    *ServedVersion // nil: objects as stored
 	// queued holds the events offered and not yet sent, at most
 	// watcherBuffer; queuedSignal has a value when events were added. A
 	// slice that grows as needed rather than a channel of watcherBuffer
@@ -31,9 +33,9 @@ type cacheWatcher struct {
 	once         sync.Once
 }
 
-func newCacheWatcher(prefix string, pred Predicate, bookmarks bool) *cacheWatcher {
+func newCacheWatcher(prefix string, pred Predicate, bookmarks bool, served *ServedVersion) *cacheWatcher {
 	return &cacheWatcher{
-		prefix: prefix, pred: pred, bookmarks: bookmarks,
+		prefix: prefix, pred: pred, bookmarks: bookmarks, served: served,
 		queuedSignal: make(chan struct{}, 1), bookmark: make(chan int64, 1),
 		result: make(chan WatchEvent), done: make(chan struct{}),
 	}
@@ -56,8 +58,17 @@ func (w *cacheWatcher) next() *CacheEvent {
 }
 
 // convert decides what a watcher sees of an event: the event itself, a
-// Deleted when the object stops matching, an Added when it starts to.
+// Deleted when the object stops matching, an Added when it starts to; the
+// object in the version the watcher was asked in.
 func (w *cacheWatcher) convert(e *CacheEvent) (WatchEvent, bool) {
+	ev, ok := w.decide(e)
+	if ok && w.served != nil {
+		ev.Object = w.served.view(ev.Object)
+	}
+	return ev, ok
+}
+
+func (w *cacheWatcher) decide(e *CacheEvent) (WatchEvent, bool) {
 	if !strings.HasPrefix(e.Key, w.prefix) {
 		return WatchEvent{}, false
 	}
@@ -88,7 +99,7 @@ func (w *cacheWatcher) convert(e *CacheEvent) (WatchEvent, bool) {
 // offer queues an event without blocking; false means the watcher is too
 // far behind and must be closed.
 func (w *cacheWatcher) offer(e *CacheEvent) bool {
-	if _, ok := w.convert(e); !ok {
+	if _, ok := w.decide(e); !ok {
 		return true
 	}
 	select {
@@ -223,6 +234,11 @@ func (cw *CacheWatch) Stop() {
 // revision N, every change after N. A revision older than the cache's
 // history is an expired error (410 Gone).
 func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOptions) (*CacheWatch, error) {
+	pred, err := c.served.storedPredicate(opts.Predicate)
+	if err != nil {
+		return nil, newErr(ErrCodeInvalidObj, "", err.Error())
+	}
+	opts.Predicate = pred
 	var rev int64
 	withState := false
 	initialEnd := false
@@ -282,7 +298,7 @@ func (c *Cacher) register(ctx context.Context, prefix string, opts ListOptions, 
 		initial = c.history.after(rev)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := newCacheWatcher(prefix, opts.Predicate, opts.AllowWatchBookmarks)
+	w := newCacheWatcher(prefix, opts.Predicate, opts.AllowWatchBookmarks, c.served)
 	startRV := c.rv
 	id := c.nextID
 	c.nextID++
@@ -301,7 +317,7 @@ func sortEvents(es []*CacheEvent) {
 	sortByKey(es)
 }
 
-func (c *Cacher) sendBookmarks() {
+func (c *cache) sendBookmarks() {
 	c.mu.RLock()
 	rv := c.rv
 	for _, w := range c.watchers {
@@ -320,13 +336,13 @@ func (c *Cacher) sendBookmarks() {
 	c.mu.RUnlock()
 }
 
-func (c *Cacher) terminateAll() {
+func (c *cache) terminateAll() {
 	c.mu.Lock()
 	c.terminateAllLocked()
 	c.mu.Unlock()
 }
 
-func (c *Cacher) terminateAllLocked() {
+func (c *cache) terminateAllLocked() {
 	for id, w := range c.watchers {
 		delete(c.watchers, id)
 		w.terminate()
@@ -346,7 +362,10 @@ func (c *Cacher) Watch(ctx context.Context, key string, opts ListOptions) (watch
 		for ev := range cw.ResultChan() {
 			var obj runtime.Object
 			if ev.Object != nil {
-				obj = ev.Object.Object
+				var err error
+				if obj, err = ev.Object.Object(); err != nil {
+					obj, ev.Type = &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}, watch.Error
+				}
 			} else {
 				obj = c.newFunc()
 				_ = setRV(obj, ev.RV)

@@ -24,7 +24,7 @@ func TestBookmarkNeverOvertakesEvents(t *testing.T) {
 	// The old select chose the bookmark first about every other time: 50
 	// rounds make a pass by chance all but impossible.
 	for round := range 50 {
-		w := newCacheWatcher("/p/", Predicate{}, true)
+		w := newCacheWatcher("/p/", Predicate{}, true, nil)
 		for i, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Modified} {
 			rv := int64(5 + i)
 			w.offer(&CacheEvent{Type: typ, Key: "/p/a", RV: rv, Cur: &CachedObject{Key: "/p/a", RV: rv}, Prev: &CachedObject{Key: "/p/a"}})
@@ -52,7 +52,7 @@ func TestBookmarkNeverOvertakesEvents(t *testing.T) {
 // (the event was queued after the bookmark, and went first when the queue
 // was drained) is not sent.
 func TestBookmarkNeverGoesBack(t *testing.T) {
-	w := newCacheWatcher("/p/", Predicate{}, true)
+	w := newCacheWatcher("/p/", Predicate{}, true, nil)
 	w.offer(&CacheEvent{Type: watch.Added, Key: "/p/a", RV: 9, Cur: &CachedObject{Key: "/p/a", RV: 9}})
 	w.bookmark <- 8
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +70,7 @@ func TestBookmarkNeverGoesBack(t *testing.T) {
 // TestSlowWatcherClosedAfterBuffer: a watcher that does not read is closed
 // once watcherBuffer events wait for it, and not before.
 func TestSlowWatcherClosedAfterBuffer(t *testing.T) {
-	w := newCacheWatcher("/p/", Predicate{}, false)
+	w := newCacheWatcher("/p/", Predicate{}, false, nil)
 	for i := range watcherBuffer {
 		if !w.offer(&CacheEvent{Type: watch.Added, Key: "/p/a", RV: int64(i + 1), Cur: &CachedObject{Key: "/p/a"}}) {
 			t.Fatalf("event %d refused, want %d queued first", i+1, watcherBuffer)

@@ -32,16 +32,43 @@ type DecodeErrorObserver interface {
 
 // CachedObject is an object as the cache holds it: shared by every reader,
 // never mutated, with its selector attributes and its encodings computed
-// once.
+// once. A cache serving another version than the stored one (ServeAs)
+// hands out views of its objects: converted when first asked, encoded
+// into the cached object's own encodings under the version's name, so that
+// both versions keep one object.
 type CachedObject struct {
 	Key    string
-	Object runtime.Object
 	RV     int64
 	Labels labels.Set
-	Fields FieldValues
+	Fields FieldValues // the stored version's field names
+
+	obj runtime.Object // as stored; nil in a view
 
 	mu  sync.Mutex
 	enc []encoding // one or two formats: a slice, not a map (~400 bytes)
+
+	// A view: base is the cached object, converted once on first use.
+	base     *CachedObject
+	served   *ServedVersion
+	convOnce sync.Once
+	conv     runtime.Object
+	convErr  error
+}
+
+// NewCachedObject is an object as a cache would hold it (for tests and
+// stores that are not caches).
+func NewCachedObject(key string, obj runtime.Object, rv int64) *CachedObject {
+	return &CachedObject{Key: key, obj: obj, RV: rv}
+}
+
+// Object is the object in the version its cache serves. Readers share it:
+// never mutate it.
+func (o *CachedObject) Object() (runtime.Object, error) {
+	if o.base == nil {
+		return o.obj, nil
+	}
+	o.convOnce.Do(func() { o.conv, o.convErr = o.served.Convert(o.base.obj) })
+	return o.conv, o.convErr
 }
 
 // encoding is an object's bytes in one format.
@@ -52,8 +79,21 @@ type encoding struct {
 
 // Encoded returns the object's bytes in one format, computing them with
 // encode the first time only: however many watchers a change has, it is
-// encoded once per format.
+// encoded once per format (and per version served).
 func (o *CachedObject) Encoded(format string, encode func(runtime.Object) ([]byte, error)) ([]byte, error) {
+	if o.base != nil {
+		return o.base.encoded(o.served.Name+" "+format, func() ([]byte, error) {
+			obj, err := o.Object()
+			if err != nil {
+				return nil, err
+			}
+			return encode(obj)
+		})
+	}
+	return o.encoded(format, func() ([]byte, error) { return encode(o.obj) })
+}
+
+func (o *CachedObject) encoded(format string, encode func() ([]byte, error)) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.enc {
@@ -61,12 +101,55 @@ func (o *CachedObject) Encoded(format string, encode func(runtime.Object) ([]byt
 			return e.bytes, nil
 		}
 	}
-	b, err := encode(o.Object)
+	b, err := encode()
 	if err != nil {
 		return nil, err
 	}
 	o.enc = append(o.enc, encoding{format: format, bytes: b})
 	return b, nil
+}
+
+// view is o as a served version shows it (o itself for the stored version).
+func (v *ServedVersion) view(o *CachedObject) *CachedObject {
+	if v == nil || o == nil {
+		return o
+	}
+	return &CachedObject{Key: o.Key, RV: o.RV, Labels: o.Labels, Fields: o.Fields, base: o, served: v}
+}
+
+// ServedVersion serves a cache's objects in another version than the one
+// they are stored in, converted on the way out, as upstream serves
+// events.k8s.io/v1 Events from core/v1 ones and autoscaling/v1
+// HorizontalPodAutoscalers from v2: one cache, one object in memory, for
+// every version.
+type ServedVersion struct {
+	// Name tells this version's encodings apart from the stored version's
+	// among an object's cached encodings (e.g. "events.k8s.io/v1").
+	Name string
+	// Convert returns the served form of a cached object (with its
+	// apiVersion and kind), which it must not modify.
+	Convert func(stored runtime.Object) (runtime.Object, error)
+	// FieldLabel maps a field name a selector of the served version may
+	// use to the stored version's (nil: the same names).
+	FieldLabel func(name string) string
+	// OnCount is told the number of objects after each change (metrics).
+	OnCount func(n int)
+}
+
+// storedPredicate rewrites a predicate's field names into the stored
+// version's, against which the cache matches.
+func (v *ServedVersion) storedPredicate(p Predicate) (Predicate, error) {
+	if v == nil || v.FieldLabel == nil || p.Field == nil || p.Field.Empty() {
+		return p, nil
+	}
+	f, err := p.Field.Transform(func(field, value string) (string, string, error) {
+		return v.FieldLabel(field), value, nil
+	})
+	if err != nil {
+		return p, err
+	}
+	p.Field = f
+	return p, nil
 }
 
 // CacheEvent is one change as the cache saw it.
@@ -125,13 +208,22 @@ const minHistory = 100
 // and its history dropped in one step, and lists and watches wait for the
 // new state (or get 429 when it takes long), so that no watcher can start
 // from a revision whose following events the cache never saw.
+//
+// A Cacher made by ServeAs serves the same cache in another version.
 type Cacher struct {
-	*Store
+	*Store // this version's: writes, gets and the lists etcd serves
+	*cache // shared by every version served from these keys
+	served *ServedVersion
+}
+
+// cache is the state one etcd watch feeds: the objects as stored.
+type cache struct {
+	store      *Store // the stored version's
 	prefix     string
 	getAttrs   func(runtime.Object) (labels.Set, fields.Set, error)
-	newList    func() runtime.Object
 	opts       CacherOptions
 	fieldNames fieldNames
+	onCount    []func(int)
 
 	mu       sync.RWMutex
 	items    map[string]*CachedObject
@@ -156,7 +248,7 @@ type Cacher struct {
 }
 
 // NewCacher builds a cache of the objects under prefix (e.g. "/registry/pods/").
-func NewCacher(store *Store, prefix string, newList func() runtime.Object, getAttrs func(runtime.Object) (labels.Set, fields.Set, error), opts CacherOptions) *Cacher {
+func NewCacher(store *Store, prefix string, getAttrs func(runtime.Object) (labels.Set, fields.Set, error), opts CacherOptions) *Cacher {
 	if opts.Capacity <= 0 {
 		opts.Capacity = 102400
 	}
@@ -178,19 +270,35 @@ func NewCacher(store *Store, prefix string, newList func() runtime.Object, getAt
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &Cacher{
-		Store: store, prefix: prefix, getAttrs: getAttrs, newList: newList, opts: opts,
+	c := &cache{
+		store: store, prefix: prefix, getAttrs: getAttrs, opts: opts,
 		items: map[string]*CachedObject{}, watchers: map[int]*cacheWatcher{},
 		changed: make(chan struct{}), ready: make(chan struct{}), readyNow: make(chan struct{}),
 		notReadySince: opts.Clock.Now(),
 	}
+	if opts.OnCount != nil {
+		c.onCount = append(c.onCount, opts.OnCount)
+	}
+	return &Cacher{Store: store, cache: c}
+}
+
+// ServeAs returns a Cacher of the same cache for another version of the
+// resource, kept in the same keys in this cache's format: store reads and
+// writes that version in etcd, and lists and watches served from memory
+// convert this cache's objects (v says how). Call it before Start; only
+// this Cacher is started.
+func (c *Cacher) ServeAs(store *Store, v *ServedVersion) *Cacher {
+	if v.OnCount != nil {
+		c.onCount = append(c.onCount, v.OnCount)
+	}
+	return &Cacher{Store: store, cache: c.cache, served: v}
 }
 
 // Ready is closed once the cache holds its first full list.
-func (c *Cacher) Ready() <-chan struct{} { return c.ready }
+func (c *cache) Ready() <-chan struct{} { return c.ready }
 
 // Count is the number of objects the cache holds.
-func (c *Cacher) Count() int {
+func (c *cache) Count() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.items)
@@ -200,6 +308,14 @@ func (c *Cacher) Count() int {
 // resumed from the last revision seen; a compacted one makes the cache
 // relist.
 func (c *Cacher) Start(ctx context.Context) error {
+	if c.served != nil { // the cache it serves from runs
+		<-ctx.Done()
+		return nil
+	}
+	return c.cache.start(ctx)
+}
+
+func (c *cache) start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("prefix", c.prefix)
 	bookmarks := time.NewTicker(c.opts.BookmarkInterval)
 	defer bookmarks.Stop()
@@ -228,7 +344,7 @@ func (c *Cacher) Start(ctx context.Context) error {
 		c.mu.Lock()
 		c.cancelWatch = cancel
 		c.mu.Unlock()
-		ch := c.client.Watch(clientv3.WithRequireLeader(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+		ch := c.store.client.Watch(clientv3.WithRequireLeader(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 		got := false
 	loop:
 		for {
@@ -286,7 +402,7 @@ func (c *Cacher) Start(ctx context.Context) error {
 // relist replaces the cache's state with a fresh list. While it runs the
 // cache is not ready: its watchers are ended and new lists and watches
 // wait, so none can start between the old state and the new one.
-func (c *Cacher) relist(ctx context.Context) error {
+func (c *cache) relist(ctx context.Context) error {
 	c.mu.Lock()
 	if c.isReady {
 		c.isReady = false
@@ -297,18 +413,18 @@ func (c *Cacher) relist(ctx context.Context) error {
 	c.mu.Unlock()
 
 	start := time.Now()
-	cctx, cancel := c.callCtx(ctx)
-	resp, err := c.client.Get(cctx, c.prefix, clientv3.WithPrefix())
+	cctx, cancel := c.store.callCtx(ctx)
+	resp, err := c.store.client.Get(cctx, c.prefix, clientv3.WithPrefix())
 	cancel()
-	c.observe("list", start)
+	c.store.observe("list", start)
 	if err != nil {
-		return c.etcdErr(ctx, err, c.prefix, 0)
+		return c.store.etcdErr(ctx, err, c.prefix, 0)
 	}
 	logger := klog.FromContext(ctx)
 	items := make(map[string]*CachedObject, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		obj := c.newFunc()
-		if err := c.decodeStored(string(kv.Key), kv.Value, obj, kv.ModRevision); err != nil {
+		obj := c.store.newFunc()
+		if err := c.store.decodeStored(string(kv.Key), kv.Value, obj, kv.ModRevision); err != nil {
 			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
 			continue
 		}
@@ -334,19 +450,19 @@ func (c *Cacher) relist(ctx context.Context) error {
 	}
 	n := len(items)
 	c.mu.Unlock()
-	if c.opts.OnCount != nil {
-		c.opts.OnCount(n)
+	for _, f := range c.onCount {
+		f(n)
 	}
 	return nil
 }
 
 // decodeFailed logs an object the cache cannot read (Store.decode counts
 // it): it is left out of the cache (a list from etcd reports it).
-func (c *Cacher) decodeFailed(logger klog.Logger, key string, rev int64, err error) {
+func (c *cache) decodeFailed(logger klog.Logger, key string, rev int64, err error) {
 	logger.Error(err, "watch cache cannot decode a stored object; leaving it out", "key", key, "revision", rev)
 }
 
-func (c *Cacher) cachedObject(key string, obj runtime.Object, rv int64) (*CachedObject, error) {
+func (c *cache) cachedObject(key string, obj runtime.Object, rv int64) (*CachedObject, error) {
 	var l labels.Set
 	var f fields.Set
 	if c.getAttrs != nil {
@@ -356,14 +472,14 @@ func (c *Cacher) cachedObject(key string, obj runtime.Object, rv int64) (*Cached
 			return nil, err
 		}
 	}
-	return &CachedObject{Key: key, Object: obj, RV: rv, Labels: l, Fields: c.fieldNames.values(f)}, nil
+	return &CachedObject{Key: key, obj: obj, RV: rv, Labels: l, Fields: c.fieldNames.values(f)}, nil
 }
 
 // event turns an etcd event on key into the cache's, or nil when there is
 // nothing to tell (a delete of something the cache never held, an
 // undecodable object). A delete without its previous value (etcd may leave
 // it out) uses the state the cache holds.
-func (c *Cacher) event(logger klog.Logger, key string, ev *clientv3.Event, prevItem *CachedObject) *CacheEvent {
+func (c *cache) event(logger klog.Logger, key string, ev *clientv3.Event, prevItem *CachedObject) *CacheEvent {
 	rev := ev.Kv.ModRevision
 	e := &CacheEvent{Key: key, RV: rev, Prev: prevItem}
 	if ev.Type == mvccpb.DELETE {
@@ -372,20 +488,20 @@ func (c *Cacher) event(logger klog.Logger, key string, ev *clientv3.Event, prevI
 			if prevItem == nil {
 				return nil
 			}
-			obj := prevItem.Object.DeepCopyObject()
+			obj := prevItem.obj.DeepCopyObject()
 			if err := setRV(obj, rev); err != nil {
 				return nil
 			}
-			e.Cur = &CachedObject{Key: key, Object: obj, RV: rev, Labels: prevItem.Labels, Fields: prevItem.Fields}
+			e.Cur = &CachedObject{Key: key, obj: obj, RV: rev, Labels: prevItem.Labels, Fields: prevItem.Fields}
 			return e
 		}
-		obj := c.newFunc()
-		if err := c.decodeStored(key, ev.PrevKv.Value, obj, rev); err != nil {
+		obj := c.store.newFunc()
+		if err := c.store.decodeStored(key, ev.PrevKv.Value, obj, rev); err != nil {
 			c.decodeFailed(logger, key, rev, err)
 			if prevItem == nil {
 				return nil
 			}
-			obj = prevItem.Object.DeepCopyObject()
+			obj = prevItem.obj.DeepCopyObject()
 			_ = setRV(obj, rev)
 		}
 		co, err := c.cachedObject(key, obj, rev)
@@ -396,8 +512,8 @@ func (c *Cacher) event(logger klog.Logger, key string, ev *clientv3.Event, prevI
 		e.Cur = co
 		return e
 	}
-	obj := c.newFunc()
-	if err := c.decodeStored(key, ev.Kv.Value, obj, rev); err != nil {
+	obj := c.store.newFunc()
+	if err := c.store.decodeStored(key, ev.Kv.Value, obj, rev); err != nil {
 		c.decodeFailed(logger, key, rev, err)
 		return nil
 	}
@@ -413,7 +529,7 @@ func (c *Cacher) event(logger klog.Logger, key string, ev *clientv3.Event, prevI
 	return e
 }
 
-func (c *Cacher) apply(logger klog.Logger, ev *clientv3.Event) {
+func (c *cache) apply(logger klog.Logger, ev *clientv3.Event) {
 	rev := ev.Kv.ModRevision
 	c.mu.RLock()
 	prev := c.items[string(ev.Kv.Key)]
@@ -452,15 +568,15 @@ func (c *Cacher) apply(logger klog.Logger, ev *clientv3.Event) {
 	}
 	n := len(c.items)
 	c.mu.Unlock()
-	if c.opts.OnCount != nil {
-		c.opts.OnCount(n)
+	for _, f := range c.onCount {
+		f(n)
 	}
 }
 
 // push adds an event to the history and drops the events it no longer
 // keeps: beyond Capacity, or older than HistoryWindow past the first
 // minHistory.
-func (c *Cacher) push(e *CacheEvent) {
+func (c *cache) push(e *CacheEvent) {
 	now := c.opts.Clock.Now()
 	c.history.push(e, now)
 	for n := c.history.len(); n > 0; n = c.history.len() {
@@ -471,7 +587,7 @@ func (c *Cacher) push(e *CacheEvent) {
 	}
 }
 
-func (c *Cacher) advance(rev int64) {
+func (c *cache) advance(rev int64) {
 	c.mu.Lock()
 	if rev > c.rv {
 		c.rv = rev
@@ -480,14 +596,14 @@ func (c *Cacher) advance(rev int64) {
 	c.mu.Unlock()
 }
 
-func (c *Cacher) notifyLocked() {
+func (c *cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
 
 // waitReady waits while the cache relists, at most NotReadyWait; after
 // that the caller is told to come back (429 with upstream's Retry-After).
-func (c *Cacher) waitReady(ctx context.Context) error {
+func (c *cache) waitReady(ctx context.Context) error {
 	c.mu.RLock()
 	ch, since := c.readyNow, c.notReadySince
 	c.mu.RUnlock()
@@ -527,7 +643,7 @@ const progressInterval = 50 * time.Millisecond
 // watch stream, at most once per progressInterval however many readers
 // wait: each request makes etcd notify every watch on the stream, so one
 // per reader would cost a busy server dearly.
-func (c *Cacher) requestProgress(ctx context.Context) {
+func (c *cache) requestProgress(ctx context.Context) {
 	c.progressMu.Lock()
 	if time.Since(c.lastProgress) < progressInterval {
 		c.progressMu.Unlock()
@@ -539,12 +655,12 @@ func (c *Cacher) requestProgress(ctx context.Context) {
 	defer cancel()
 	// The same metadata as the cache's watch, so that the request goes to
 	// its gRPC stream (the client keys streams by it).
-	_ = c.client.RequestProgress(clientv3.WithRequireLeader(pctx))
+	_ = c.store.client.RequestProgress(clientv3.WithRequireLeader(pctx))
 }
 
 // waitFresh waits until the cache has seen revision rev, asking etcd for
 // progress notifications meanwhile.
-func (c *Cacher) waitFresh(ctx context.Context, rev int64) error {
+func (c *cache) waitFresh(ctx context.Context, rev int64) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
@@ -613,7 +729,11 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts ListOptions, list
 	}
 	v.Set(reflect.MakeSlice(v.Type(), 0, len(objs)))
 	for _, o := range objs {
-		v.Set(reflect.Append(v, reflect.ValueOf(o.Object).Elem()))
+		obj, err := o.Object()
+		if err != nil {
+			return newErr(ErrCodeInvalidObj, o.Key, err.Error())
+		}
+		v.Set(reflect.Append(v, reflect.ValueOf(obj).Elem()))
 	}
 	lm, err := meta.ListAccessor(listObj)
 	if err != nil {
@@ -626,28 +746,37 @@ func (c *Cacher) List(ctx context.Context, prefix string, opts ListOptions, list
 // ListCached returns the cached objects under prefix that match, sorted by
 // key, and the revision they reflect. The objects are shared: never mutate.
 func (c *Cacher) ListCached(ctx context.Context, prefix string, opts ListOptions) ([]*CachedObject, int64, error) {
+	pred, err := c.served.storedPredicate(opts.Predicate)
+	if err != nil {
+		return nil, 0, newErr(ErrCodeInvalidObj, "", err.Error())
+	}
 	if err := c.waitForListRV(ctx, opts); err != nil {
 		return nil, 0, err
 	}
 	c.mu.RLock()
 	out := make([]*CachedObject, 0, len(c.items))
 	for k, o := range c.items {
-		if strings.HasPrefix(k, prefix) && matches(opts.Predicate, o) {
+		if strings.HasPrefix(k, prefix) && matches(pred, o) {
 			out = append(out, o)
 		}
 	}
 	rv := c.rv
 	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if c.served != nil {
+		for i, o := range out {
+			out[i] = c.served.view(o)
+		}
+	}
 	return out, rv, nil
 }
 
-func (c *Cacher) waitForListRV(ctx context.Context, opts ListOptions) error {
+func (c *cache) waitForListRV(ctx context.Context, opts ListOptions) error {
 	switch opts.ResourceVersion {
 	case "0":
 		return c.waitReady(ctx)
 	case "":
-		rev, err := c.CurrentRevision(ctx)
+		rev, err := c.store.CurrentRevision(ctx)
 		if err != nil {
 			return err
 		}
@@ -675,7 +804,16 @@ func (c *Cacher) GetRV(ctx context.Context, key, resourceVersion string, out run
 	if !ok {
 		return newErr(ErrCodeKeyNotFound, key, "")
 	}
-	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(o.Object.DeepCopyObject()).Elem())
+	var obj runtime.Object
+	if c.served != nil { // a fresh object already
+		var err error
+		if obj, err = c.served.Convert(o.obj); err != nil {
+			return newErr(ErrCodeInvalidObj, key, err.Error())
+		}
+	} else {
+		obj = o.obj.DeepCopyObject()
+	}
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(obj).Elem())
 	return nil
 }
 

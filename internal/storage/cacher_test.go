@@ -116,7 +116,7 @@ func TestNoEventLostAcrossWatchBreak(t *testing.T) {
 						}
 						t.Fatalf("watch closed after %v", got)
 					}
-					got = append(got, seen{ev.Type, ev.Object.Object.(*corev1.ConfigMap).Name})
+					got = append(got, seen{ev.Type, mustObject(t, ev.Object).(*corev1.ConfigMap).Name})
 				case <-deadline:
 					t.Fatalf("timed out with %v", got)
 				}
@@ -195,7 +195,7 @@ func TestDecodeFailuresCounted(t *testing.T) {
 	obs := &countingObserver{decodes: map[string]int{}}
 	store := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
 		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{Observer: obs})
-	s := storage.NewCacher(store, prefix, func() runtime.Object { return &corev1.ConfigMapList{} }, attrs, storage.CacherOptions{})
+	s := storage.NewCacher(store, prefix, attrs, storage.CacherOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Start(ctx) }()
@@ -212,7 +212,7 @@ func TestDecodeFailuresCounted(t *testing.T) {
 	}
 	var got []string
 	for _, o := range objs {
-		got = append(got, o.Object.(*corev1.ConfigMap).Name)
+		got = append(got, mustObject(t, o).(*corev1.ConfigMap).Name)
 	}
 	if diff := cmp.Diff([]string{"good"}, got); diff != "" {
 		t.Fatalf("cached objects (-want +got):\n%s", diff)
@@ -244,7 +244,7 @@ func TestDeleteWithoutPreviousValue(t *testing.T) {
 	if diff := cmp.Diff([]seen{{watch.Deleted, "a"}}, got); diff != "" {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
-	if o := raw[0].Object.Object.(*corev1.ConfigMap); o.ResourceVersion != fmt.Sprint(rv+1) || o.Labels["app"] != "x" {
+	if o := mustObject(t, raw[0].Object).(*corev1.ConfigMap); o.ResourceVersion != fmt.Sprint(rv+1) || o.Labels["app"] != "x" {
 		t.Fatalf("deleted object: rv %s labels %v, want rv %d and the last labels", o.ResourceVersion, o.Labels, rv+1)
 	}
 	objs, _, err := s.ListCached(ctx, prefix, storage.ListOptions{ResourceVersion: "0"})

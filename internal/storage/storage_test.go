@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func newCacher(t *testing.T, c *clientv3.Client, opts storage.CacherOptions) *st
 	t.Helper()
 	store := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
 		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps", storage.StoreOptions{})
-	cacher := storage.NewCacher(store, prefix, func() runtime.Object { return &corev1.ConfigMapList{} }, attrs, opts)
+	cacher := storage.NewCacher(store, prefix, attrs, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cacher.Start(ctx) }()
@@ -204,7 +205,7 @@ func collect(t *testing.T, w *storage.CacheWatch, n int) ([]seen, []storage.Watc
 			raw = append(raw, ev)
 			name := ""
 			if ev.Object != nil {
-				name = ev.Object.Object.(*corev1.ConfigMap).Name
+				name = mustObject(t, ev.Object).(*corev1.ConfigMap).Name
 			}
 			out = append(out, seen{ev.Type, name})
 		case <-deadline:
@@ -319,5 +320,106 @@ func TestBookmarks(t *testing.T) {
 	rv, _ := storage.ParseRV(first.ResourceVersion)
 	if raw[0].RV < rv {
 		t.Fatalf("bookmark at %d, before the watch's start %d", raw[0].RV, rv)
+	}
+}
+
+// mustObject is a cached object's object (safe in goroutines: it reports
+// with Error).
+func mustObject(t testing.TB, o *storage.CachedObject) runtime.Object {
+	t.Helper()
+	obj, err := o.Object()
+	if err != nil {
+		t.Error(err)
+		return &corev1.ConfigMap{}
+	}
+	return obj
+}
+
+// TestServeAs: a second version served from one cache converts its
+// objects on the way out, without touching the cached ones, matches its
+// own field names, and caches its encodings apart from the stored
+// version's, once each.
+func TestServeAs(t *testing.T) {
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{})
+	ctx := context.Background()
+	// The "served version": ConfigMaps whose data values are upper case,
+	// with a field "meta.name" for metadata.name.
+	servedStore := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "configmaps.served", storage.StoreOptions{})
+	v := s.ServeAs(servedStore, &storage.ServedVersion{
+		Name: "served/v1",
+		Convert: func(stored runtime.Object) (runtime.Object, error) {
+			out := stored.(*corev1.ConfigMap).DeepCopy()
+			for k, val := range out.Data {
+				out.Data[k] = strings.ToUpper(val)
+			}
+			return out, nil
+		},
+		FieldLabel: func(name string) string {
+			if name == "meta.name" {
+				return "metadata.name"
+			}
+			return name
+		},
+	})
+	w, err := v.WatchCached(ctx, prefix, storage.ListOptions{Predicate: storage.Predicate{Field: fields.OneTermEqualSelector("meta.name", "b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	create(t, s, cm("a", nil))
+	create(t, s, cm("b", nil))
+
+	_, raw := collect(t, w, 1)
+	if got := mustObject(t, raw[0].Object).(*corev1.ConfigMap); got.Name != "b" || got.Data["k"] != "B" {
+		t.Fatalf("watch of meta.name=b through the served version: %+v", got)
+	}
+	for _, rv := range []string{"0", ""} {
+		objs, _, err := v.ListCached(ctx, prefix, storage.ListOptions{ResourceVersion: rv, Predicate: storage.Predicate{Field: fields.OneTermEqualSelector("meta.name", "a")}})
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("list of meta.name=a: %v, %d objects", err, len(objs))
+		}
+		if got := mustObject(t, objs[0]).(*corev1.ConfigMap); got.Data["k"] != "A" {
+			t.Fatalf("served object %+v", got)
+		}
+		list := &corev1.ConfigMapList{}
+		if err := v.List(ctx, prefix, storage.ListOptions{ResourceVersion: rv}, list); err != nil || len(list.Items) != 2 || list.Items[1].Data["k"] != "B" {
+			t.Fatalf("typed list through the served version: %v %+v", err, list.Items)
+		}
+	}
+	stored, _, err := s.ListCached(ctx, prefix, storage.ListOptions{ResourceVersion: "0"})
+	if err != nil || len(stored) != 2 || mustObject(t, stored[0]).(*corev1.ConfigMap).Data["k"] != "a" {
+		t.Fatalf("stored version after conversions: %v %+v", err, stored)
+	}
+	got := &corev1.ConfigMap{}
+	if err := v.GetRV(ctx, prefix+"ns/a", "0", got); err != nil || got.Data["k"] != "A" {
+		t.Fatalf("get from the cache through the served version: %v %+v", err, got)
+	}
+
+	// Each version's encoding is made once, for all lists.
+	encodings := map[string]int{}
+	encode := func(o runtime.Object) ([]byte, error) {
+		d := o.(*corev1.ConfigMap).Data["k"]
+		encodings[d]++
+		return []byte(d), nil
+	}
+	for range 3 {
+		for _, c := range []*storage.Cacher{s, v} {
+			objs, _, err := c.ListCached(ctx, prefix+"ns/a", storage.ListOptions{ResourceVersion: "0"})
+			if err != nil || len(objs) != 1 {
+				t.Fatalf("list: %v %d", err, len(objs))
+			}
+			b, err := objs[0].Encoded("test", encode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[*storage.Cacher]string{s: "a", v: "A"}[c]; string(b) != want {
+				t.Fatalf("encoding %q, want %q", b, want)
+			}
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 1, "A": 1}, encodings); diff != "" {
+		t.Errorf("encodings made (-want +got):\n%s", diff)
 	}
 }

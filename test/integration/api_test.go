@@ -28,6 +28,8 @@ func TestAPI(t *testing.T) {
 		{"NamespaceStatusFinalize", testNamespaceStatusFinalize},
 		{"WatchOrder", testWatchOrder},
 		{"WatchInitialEvents", testWatchInitialEvents},
+		{"EventsBothGroups", testEventsBothGroups},
+		{"HPABothVersions", testHPABothVersions},
 		{"BadInput", testBadInput},
 		{"Table", testTable},
 		{"HealthVersionMetrics", testHealthVersionMetrics},

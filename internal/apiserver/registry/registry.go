@@ -94,6 +94,11 @@ type StoredVersion struct {
 	New        func() runtime.Object
 	ToStored   func(served runtime.Object) (runtime.Object, error)
 	FromStored func(stored, served runtime.Object) error
+	// FieldLabels maps the names a field selector may use on the served
+	// version to the stored version's names for the same values, where
+	// they differ (upstream's field label conversion): the served version
+	// is listed and watched from the stored version's cache.
+	FieldLabels map[string]string
 }
 
 // Strategy holds the rules of one resource. Embed DefaultStrategy to inherit

@@ -45,4 +45,15 @@ var storedAsCore = &registry.StoredVersion{
 		event.MoveFromCore(core, into.(*eventsv1.Event))
 		return nil
 	},
+	// event.Strategy.FieldSet's names, as core/v1's (coreevent.SelectableFields).
+	FieldLabels: map[string]string{
+		"regarding.kind":            "involvedObject.kind",
+		"regarding.namespace":       "involvedObject.namespace",
+		"regarding.name":            "involvedObject.name",
+		"regarding.uid":             "involvedObject.uid",
+		"regarding.apiVersion":      "involvedObject.apiVersion",
+		"regarding.resourceVersion": "involvedObject.resourceVersion",
+		"regarding.fieldPath":       "involvedObject.fieldPath",
+		"reportingController":       "reportingComponent",
+	},
 }
