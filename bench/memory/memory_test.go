@@ -18,18 +18,14 @@
 package memory
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +37,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/skiff-sh/skiff/internal/testing/serverproc"
 )
 
 func TestMain(m *testing.M) {
@@ -73,7 +71,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 func BenchmarkServerMemory(b *testing.B) {
 	n := envInt("EVENTS", 20000)
 	srv := startServer(b)
-	cfg, err := clientcmd.BuildConfigFromFlags("", srv.kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -219,10 +217,10 @@ func (s *server) measure(ctx context.Context, b *testing.B, cs kubernetes.Interf
 	}
 	var m memory
 	m.heap = int64(s.metric(ctx, b, cs, "go_memstats_heap_alloc_bytes"))
-	pid := s.cmd.Process.Pid
-	m.rss = smapsRollup(pid, "Rss:")
-	m.pss = smapsRollup(pid, "Pss:")
-	m.anon = smapsRollup(pid, "Anonymous:")
+	pid := s.Pid()
+	m.rss = serverproc.ProcKiB(pid, "smaps_rollup", "Rss:")
+	m.pss = serverproc.ProcKiB(pid, "smaps_rollup", "Pss:")
+	m.anon = serverproc.ProcKiB(pid, "smaps_rollup", "Anonymous:")
 	m.file = m.rss - m.anon
 	b.Logf("%s: RSS %.1f MiB (anonymous %.1f, file %.1f), PSS %.1f MiB, live heap %.1f MiB",
 		name, mib(m.rss), mib(m.anon), mib(m.file), mib(m.pss), mib(m.heap))
@@ -231,121 +229,22 @@ func (s *server) measure(ctx context.Context, b *testing.B, cs kubernetes.Interf
 
 // objects is the number of objects the watch caches hold.
 func (s *server) objects(ctx context.Context, b *testing.B, cs kubernetes.Interface) int {
-	return int(s.metric(ctx, b, cs, "apiserver_storage_objects{"))
+	return int(s.metric(ctx, b, cs, "apiserver_storage_objects"))
 }
 
-// metric sums the samples of /metrics whose name (with labels) starts with
-// prefix.
-func (s *server) metric(ctx context.Context, b *testing.B, cs kubernetes.Interface, prefix string) float64 {
+// metric sums the samples of one metric of /metrics, whatever their labels.
+func (s *server) metric(ctx context.Context, b *testing.B, cs kubernetes.Interface, name string) float64 {
 	b.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	samples, err := serverproc.Metrics(ctx, cs)
 	if err != nil {
-		b.Fatalf("/metrics: %v", err)
+		b.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		name := line[:i]
-		if strings.HasSuffix(prefix, "{") && !strings.HasPrefix(name, prefix) ||
-			!strings.HasSuffix(prefix, "{") && name != prefix && !strings.HasPrefix(name, prefix+"{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
-}
-
-func smapsRollup(pid int, field string) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return serverproc.Sum(samples, name)
 }
 
 func mib(v int64) float64 { return float64(v) / (1 << 20) }
 
 // server is the `skiff server` process.
-type server struct {
-	cmd        *exec.Cmd
-	kubeconfig string
-}
+type server struct{ *serverproc.Server }
 
-func startServer(b *testing.B) *server {
-	b.Helper()
-	bin := os.Getenv("SKIFF_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "skiff")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/skiff")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("go build ./cmd/skiff: %v\n%s", err, out)
-		}
-	}
-	dir := b.TempDir()
-	s := &server{kubeconfig: filepath.Join(dir, "admin.kubeconfig")}
-	s.cmd = exec.Command(bin, "server", "--disable-agent", "--disable-cluster-dns", "--data-dir", dir,
-		"--https-listen-port", strconv.Itoa(freePort(b)), "--etcd-client-port", strconv.Itoa(freePort(b)),
-		"--etcd-peer-port", strconv.Itoa(freePort(b)))
-	pr, pw := io.Pipe()
-	s.cmd.Stdout, s.cmd.Stderr = pw, pw
-	if err := s.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		closed := false
-		for sc.Scan() {
-			if !closed && strings.Contains(sc.Text(), "Skiff is ready") {
-				close(ready)
-				closed = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	b.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-		pw.Close()
-	})
-	select {
-	case <-ready:
-	case <-time.After(3 * time.Minute):
-		b.Fatal("skiff server not ready after 3m")
-	}
-	return s
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func startServer(b *testing.B) *server { return &server{serverproc.Start(b)} }

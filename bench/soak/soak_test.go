@@ -20,18 +20,13 @@
 package soak
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +46,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/simulate"
+	"github.com/skiff-sh/skiff/internal/testing/serverproc"
 )
 
 func TestMain(m *testing.M) {
@@ -92,7 +88,7 @@ func BenchmarkSoak(b *testing.B) {
 	every := envDuration("SAMPLE", 30*time.Second)
 	nodes := envInt("NODES", 40)
 	srv := startServer(b)
-	cfg, err := clientcmd.BuildConfigFromFlags("", srv.kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -430,91 +426,18 @@ func job(name string) *batchv1.Job {
 }
 
 // server is the `skiff server` process.
-type server struct {
-	cmd        *exec.Cmd
-	kubeconfig string
-	out        *bytes.Buffer
-}
+type server struct{ *serverproc.Server }
 
 func startServer(b *testing.B) *server {
-	b.Helper()
-	bin := os.Getenv("SKIFF_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "skiff")
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/skiff")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("go build ./cmd/skiff: %v\n%s", err, out)
-		}
-	}
-	dir := b.TempDir()
-	s := &server{kubeconfig: filepath.Join(dir, "admin.kubeconfig"), out: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, "server", "--disable-agent", "--disable-cluster-dns", "--data-dir", dir,
-		"--https-listen-port", strconv.Itoa(freePort(b)), "--etcd-client-port", strconv.Itoa(freePort(b)), "--etcd-peer-port", strconv.Itoa(freePort(b)),
-		"--node-monitor-grace-period", "20s")
-	pr, pw := io.Pipe()
-	s.cmd.Stdout, s.cmd.Stderr = pw, pw
-	if err := s.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		closed := false
-		for sc.Scan() {
-			if !closed && strings.Contains(sc.Text(), "Skiff is ready") {
-				close(ready)
-				closed = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	b.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-done
-		}
-		pw.Close()
-	})
-	select {
-	case <-ready:
-	case <-time.After(3 * time.Minute):
-		b.Fatal("skiff server not ready after 3m")
-	}
-	return s
-}
-
-func freePort(b *testing.B) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return &server{serverproc.Start(b, "--node-monitor-grace-period", "20s")}
 }
 
 // sample reads the server's RSS and fds from /proc and its goroutines,
 // heap, open watches and object counts from /metrics.
 func (s *server) sample(ctx context.Context, cs kubernetes.Interface) (sample, error) {
 	var out sample
-	pid := s.cmd.Process.Pid
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return out, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			out.rss = kb << 10
-		}
-	}
+	pid := s.Pid()
+	out.rss = serverproc.ProcKiB(pid, "status", "VmRSS:")
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return out, err
@@ -522,24 +445,12 @@ func (s *server) sample(ctx context.Context, cs kubernetes.Interface) (sample, e
 	out.fds = len(fds)
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(mctx)
+	samples, err := serverproc.Metrics(mctx, cs)
 	if err != nil {
 		return out, err
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name := line[:i]
-		switch {
+	for _, m := range samples {
+		switch name, v := m.Name, m.Value; {
 		case name == "go_goroutines":
 			out.goroutines = int(v)
 		case name == "go_memstats_heap_inuse_bytes":
