@@ -135,6 +135,11 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 	if err != nil {
 		return nil, 0, err
 	}
+	// As upstream's apply, duplicate keys in the configuration (which the
+	// decoding above resolves to the last) are reported after the merge:
+	// Strict refuses them with 400, Warn (the default) warns, Ignore drops
+	// them.
+	strictErr := applyStrictErrors(r, body)
 	if applied.GetName() != info.Name {
 		return nil, 0, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", applied.GetName(), info.Name))
 	}
@@ -145,12 +150,18 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 			return nil, 0, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	}
+	if strictErr == nil {
+		setWarnings(ctx, applyStrictWarnings(r, body))
+	}
 	mode := h.modeFor(info.Subresource)
 	dry, _ := dryRun(r)
 	obj, err := h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
 		if err != nil {
 			return nil, err
+		}
+		if strictErr != nil {
+			return nil, strictErr
 		}
 		return h.admitUpdate(ctx, info, next, cur, mode, dry, nil)
 	})
@@ -163,6 +174,62 @@ func (h *resourceHandler) apply(ctx context.Context, r *http.Request, info Reque
 	if err != nil {
 		return nil, 0, err
 	}
+	if strictErr != nil {
+		return nil, 0, strictErr
+	}
 	obj, err = h.createObject(ctx, r, info, created, true)
 	return obj, http.StatusCreated, err
+}
+
+// Strict YAML errors begin with one of these (sigs.k8s.io/yaml's), then
+// list one problem a line.
+const (
+	yamlStrictPrefix     = "yaml: unmarshal errors:\n"
+	yamlJSONStrictPrefix = "error converting YAML to JSON: " + yamlStrictPrefix
+)
+
+// applyStrict decodes an apply configuration strictly (duplicate keys are
+// errors); nil when it has none or fieldValidation is Ignore.
+func applyStrict(r *http.Request, body []byte) error {
+	if r.URL.Query().Get("fieldValidation") == "Ignore" {
+		return nil
+	}
+	return yaml.UnmarshalStrict(body, &map[string]any{})
+}
+
+// applyStrictErrors is the 400 fieldValidation=Strict gives an apply
+// configuration with duplicate keys, worded as upstream's.
+func applyStrictErrors(r *http.Request, body []byte) error {
+	if r.URL.Query().Get("fieldValidation") != "Strict" {
+		return nil
+	}
+	if err := applyStrict(r, body); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
+	}
+	return nil
+}
+
+// applyStrictWarnings are the warnings fieldValidation=Warn (the default)
+// gives an apply configuration with duplicate keys: one a problem, as
+// upstream splits the YAML decoder's message.
+func applyStrictWarnings(r *http.Request, body []byte) []string {
+	if r.URL.Query().Get("fieldValidation") == "Strict" {
+		return nil
+	}
+	err := applyStrict(r, body)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, yamlJSONStrictPrefix)
+	if !ok {
+		if rest, ok = strings.CutPrefix(msg, yamlStrictPrefix); !ok {
+			return []string{msg}
+		}
+	}
+	var out []string
+	for _, line := range strings.Split(rest, "\n") {
+		out = append(out, strings.TrimSpace(line))
+	}
+	return out
 }
