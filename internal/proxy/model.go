@@ -18,9 +18,10 @@ type Input struct {
 	// it is masqueraded, and pod traffic to a NodePort with
 	// externalTrafficPolicy Local is short-circuited to every endpoint.
 	ClusterCIDR netip.Prefix
-	// ServiceCIDR: traffic to an address in it that is no ClusterIP is
-	// dropped. Invalid (zero) means no such rule.
-	ServiceCIDR netip.Prefix
+	// ServiceCIDRs: traffic to an address in them that is no ClusterIP is
+	// dropped (the configured service range and the cluster's ServiceCIDR
+	// objects of this family). Empty means no such rule.
+	ServiceCIDRs []netip.Prefix
 	// NodeIP is the node's primary address: when a Service's
 	// loadBalancerSourceRanges contain it, the node may reach the Service's
 	// load-balancer addresses (whose traffic from the node comes from
@@ -135,7 +136,10 @@ func sourceRanges(svc *v1.Service, v6 bool) []netip.Prefix {
 // each family).
 func BuildInput(clusterCIDR, serviceCIDR netip.Prefix, nodeName string, services []*v1.Service, slices []*discoveryv1.EndpointSlice) Input {
 	v6 := clusterCIDR.Addr().Is6()
-	in := Input{IPv6: v6, ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR}
+	in := Input{IPv6: v6, ClusterCIDR: clusterCIDR}
+	if serviceCIDR.IsValid() {
+		in.ServiceCIDRs = []netip.Prefix{serviceCIDR}
+	}
 	inFamily := func(a netip.Addr) bool { return a.IsValid() && a.Is6() == v6 && !a.Is4In6() }
 	addrType := discoveryv1.AddressTypeIPv4
 	if v6 {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -97,10 +99,13 @@ type Proxier struct {
 	families   []*familyState
 	lastSynced time.Time
 
-	health   health
-	hc       serviceHealth
-	node     atomic.Pointer[v1.Node]
-	recorder record.EventRecorder
+	health health
+	hc     serviceHealth
+	node   atomic.Pointer[v1.Node]
+	// serviceCIDRs are the cluster's ServiceCIDR objects' ranges (nil
+	// until read; the configured ranges always count).
+	serviceCIDRs atomic.Pointer[[]netip.Prefix]
+	recorder     record.EventRecorder
 }
 
 // New builds a Proxier; it starts nothing.
@@ -310,6 +315,33 @@ func (p *Proxier) Start(ctx context.Context) error {
 		nodeSynced = nodeInf.HasSynced
 	}
 
+	// The cluster's ServiceCIDRs, whose unallocated addresses are dropped
+	// too (upstream's kube-proxy watches them). Not waited for: a server
+	// that does not serve them leaves the configured range alone.
+	cidrFactory := informers.NewSharedInformerFactory(p.client, p.opts.ResyncPeriod)
+	defer func() { cancel(); cidrFactory.Shutdown() }()
+	cidrInf := cidrFactory.Networking().V1().ServiceCIDRs().Informer()
+	setCIDRs := func(any) {
+		var out []netip.Prefix
+		for _, o := range cidrInf.GetStore().List() {
+			if sc, ok := o.(*networkingv1.ServiceCIDR); ok {
+				for _, c := range sc.Spec.CIDRs {
+					if pfx, err := netip.ParsePrefix(c); err == nil {
+						out = append(out, pfx.Masked())
+					}
+				}
+			}
+		}
+		p.serviceCIDRs.Store(&out)
+		p.changed(p.opts.Clock.Now())
+	}
+	if _, err := cidrInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: setCIDRs, UpdateFunc: func(_, obj any) { setCIDRs(obj) }, DeleteFunc: setCIDRs,
+	}); err != nil {
+		return err
+	}
+	cidrFactory.Start(ctx.Done())
+
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -413,6 +445,31 @@ func (p *Proxier) syncOnce(ctx context.Context, list func() ([]*v1.Service, []*d
 	return nil
 }
 
+// familyServiceCIDRs adds to configured the cluster's ServiceCIDRs of the
+// family that it does not already cover, in address order.
+func (p *Proxier) familyServiceCIDRs(configured []netip.Prefix, v6 bool) []netip.Prefix {
+	api := p.serviceCIDRs.Load()
+	if api == nil {
+		return configured
+	}
+	out := append([]netip.Prefix(nil), configured...)
+	extra := append([]netip.Prefix(nil), (*api)...)
+	slices.SortFunc(extra, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+next:
+	for _, c := range extra {
+		if c.Addr().Is6() != v6 {
+			continue
+		}
+		for _, have := range out {
+			if have.Bits() <= c.Bits() && have.Contains(c.Addr()) {
+				continue next
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*discoveryv1.EndpointSlice, error)) error {
 	svcs, slices, err := list()
 	if err != nil {
@@ -428,6 +485,7 @@ func (p *Proxier) sync(ctx context.Context, list func() ([]*v1.Service, []*disco
 	var errs []error
 	for _, fs := range p.families {
 		in := BuildInput(fs.clusterCIDR, fs.serviceCIDR, p.opts.NodeName, svcs, slices)
+		in.ServiceCIDRs = p.familyServiceCIDRs(in.ServiceCIDRs, fs.v6)
 		in.NodeIP = p.nodeIP(fs.v6)
 		npa, err := p.nodePortAddresses(in.NodeIP, fs.v6)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -135,4 +136,37 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestProxierServiceCIDRs: traffic to unallocated addresses of every
+// ServiceCIDR of the cluster is dropped, not only of the configured range
+// (upstream's kube-proxy watches them); one inside the configured range
+// adds nothing, and a deleted one is dropped from the rule.
+func TestProxierServiceCIDRs(t *testing.T) {
+	client := fake.NewClientset(svc("default", "web", "10.43.0.20", []v1.ServicePort{tcp("http", 80)}),
+		&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.43.0.0/16"}}},
+		&networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "inside"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.43.8.0/24"}}})
+	runner := &fakeRunner{}
+	p := New(client, Options{NodeName: "n1", Runner: runner, Metrics: prometheus.NewRegistry(), MinSyncPeriod: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Start(ctx) }()
+	<-p.Ready()
+	lastHas := func(s string) func() bool {
+		return func() bool { _, _, last := runner.state(); return strings.Contains(last, s) }
+	}
+	waitFor(t, "the configured range dropped", lastHas("cluster-ips-check ip daddr 10.43.0.0/16 drop"))
+
+	extra := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/24", "fd00:96::/112"}}}
+	if _, err := client.NetworkingV1().ServiceCIDRs().Create(ctx, extra, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new ServiceCIDR dropped too", lastHas("cluster-ips-check ip daddr { 10.43.0.0/16, 10.96.0.0/24 } drop"))
+	if _, _, last := runner.state(); strings.Contains(last, "10.43.8.0/24") || strings.Contains(last, "fd00:96::") {
+		t.Errorf("a range inside the configured one or of the other family is in the IPv4 rule:\n%s", last)
+	}
+	if err := client.NetworkingV1().ServiceCIDRs().Delete(ctx, "extra", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted ServiceCIDR gone from the rule", lastHas("cluster-ips-check ip daddr 10.43.0.0/16 drop"))
 }

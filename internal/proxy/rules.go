@@ -151,8 +151,16 @@ func Compute(in Input) *nft.Ruleset {
 	r.Add(serviceEndpointsCheck, "%s daddr . meta l4proto . th dport vmap @%s", f.nf, noEndpointServicesMap)
 	r.Add(nodePortEndpointsCheck, "%s meta l4proto . th dport vmap @%s", nodePortMatch, noEndpointNodePortsMap)
 	r.Add(clusterIPsCheck, "%s daddr @%s goto %s", f.nf, clusterIPsSet, rejectChain)
-	if in.ServiceCIDR.IsValid() {
-		r.Add(clusterIPsCheck, "%s daddr %s drop", f.nf, in.ServiceCIDR)
+	if len(in.ServiceCIDRs) > 0 {
+		cidrs := make([]string, len(in.ServiceCIDRs))
+		for i, c := range in.ServiceCIDRs {
+			cidrs[i] = c.String()
+		}
+		set := cidrs[0]
+		if len(cidrs) > 1 {
+			set = "{ " + strings.Join(cidrs, ", ") + " }"
+		}
+		r.Add(clusterIPsCheck, "%s daddr %s drop", f.nf, set)
 	}
 	// TCP gets a reset rather than upstream's ICMP port-unreachable: the
 	// kernel rate-limits ICMP errors per destination (a client that just

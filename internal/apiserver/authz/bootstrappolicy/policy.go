@@ -191,7 +191,7 @@ const (
 	// NodeNetworkRole lets the agents' service proxy, network policy and
 	// pod routes read what they program: EndpointSlices (Services and
 	// events are in system:node's rules), pods, namespaces,
-	// NetworkPolicies, and every Node (internal/agent/routes routes each
+	// NetworkPolicies, ServiceCIDRs, and every Node (internal/agent/routes routes each
 	// other node's podCIDR via its InternalIP, as flannel's role allows).
 	NodeNetworkRole = "skiff:node-network"
 	// NodeLocalPathRole lets each agent's local-path provisioner
@@ -207,7 +207,7 @@ func SkiffClusterRoles() []rbacv1.ClusterRole {
 		ObjectMeta: defaults(NodeNetworkRole),
 		Rules: []rbacv1.PolicyRule{
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}},
-			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}},
+			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "servicecidrs"}},
 			{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}},
 		},
 	}, {
