@@ -228,6 +228,8 @@ type Kubelet struct {
 	// imagesLastUsed is when image GC last saw each image in use (gc.go).
 	imagesLastUsed  map[string]time.Time
 	imagesFirstSeen map[string]time.Time
+	// alloc are the pods' allocated resources (resize.go).
+	alloc *allocations
 }
 
 // New returns a kubelet for the node opts.NodeName that talks to the API
@@ -250,6 +252,10 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 		statusKick:   make(chan struct{}, 1),
 		runtimeName:  "containerd",
 		metrics:      opts.Metrics,
+	}
+	k.alloc = loadAllocations("")
+	if opts.RootDir != "" {
+		k.alloc = loadAllocations(allocationsPath(opts.RootDir))
 	}
 	k.stats = opts.Stats
 	if k.stats == nil {

@@ -51,6 +51,15 @@ type podSync struct {
 	synced        bool
 	// pulling is the time spent pulling images (excluded from the SLI).
 	pulling time.Duration
+	// In-place resize (resize.go): the PodResizePending condition, whether
+	// an accepted resize is still being carried out (and its error), the
+	// generation of the resize accepted last (0 when none is under way),
+	// and the resources the runtime has for each running container, by id.
+	resizePending    *corev1.PodCondition
+	resizeInProgress bool
+	resizeError      string
+	resizeGeneration int64
+	actual           map[string]*runtimeapi.LinuxContainerResources
 }
 
 func (k *Kubelet) podSyncState(uid types.UID) *podSync {
@@ -96,6 +105,7 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 		delete(k.syncs, uid)
 		delete(k.admitted, uid)
 		k.mu.Unlock()
+		k.alloc.remove(uid)
 		return 0, true
 	}
 	pod = pod.DeepCopy()
@@ -118,6 +128,9 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 		return 0, false
 	}
 	k.probes.ensure(pod)
+	// From here on the pod is the one the kubelet runs: its containers
+	// have the allocated resources, which a resize changes (resize.go).
+	pod = k.allocatedPod(ctx, pod, ps)
 
 	// Volumes first: containers cannot start without them.
 	volumePaths, verr := k.volumes.Setup(ctx, pod)
@@ -131,6 +144,14 @@ func (k *Kubelet) syncPod(ctx context.Context, uid types.UID) (time.Duration, bo
 	st, err = k.readState(ctx, string(uid))
 	if err != nil {
 		return 2 * time.Second, false
+	}
+	if k.actuateResize(ctx, pod, st, ps) {
+		if st, err = k.readState(ctx, string(uid)); err != nil {
+			return 2 * time.Second, false
+		}
+		if retry <= 0 || retry > time.Second {
+			retry = time.Second
+		}
 	}
 	status := k.generateStatus(pod, st, ps, false)
 	if status.Phase == corev1.PodSucceeded || status.Phase == corev1.PodFailed {
@@ -178,6 +199,7 @@ func (k *Kubelet) syncTerminating(ctx context.Context, pod *corev1.Pod, st *pods
 		return time.Second, false
 	}
 	ps.terminated = true
+	ps.resizePending, ps.resizeInProgress = nil, false
 	if len(st2.Sandboxes) == 0 && pod.DeletionTimestamp == nil {
 		// Nothing ever ran here (a rejected pod, or one finished before
 		// the node's runtime state was lost): its status stays as it is.
@@ -254,7 +276,9 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 		HostIPs:  k.hostIPs(),
 		Terminal: terminal,
 		Now:      k.clock.Now(),
+		Actual:   ps.actual,
 	})
+	setResizeConditions(&s, base.Status.Conditions, ps, pod.Generation, metav1.NewTime(k.clock.Now().Truncate(time.Second)))
 	if ev := k.pendingEviction(ps); ev != nil {
 		applyEviction(pod, &s, ev, k.clock.Now())
 	}
@@ -656,6 +680,10 @@ func (k *Kubelet) admit(ctx context.Context, pod *corev1.Pod, ps *podSync) bool 
 		}
 	}
 	k.mu.Unlock()
+	for i, p := range others { // with what they were allocated (resize.go)
+		a, _ := k.alloc.get(p.UID)
+		others[i] = withAllocation(p, a)
+	}
 	reason, msg := fits(pod, others, node.Status.Allocatable)
 	if reason == "" {
 		if ok, pmsg := k.admitPressure(pod); !ok {

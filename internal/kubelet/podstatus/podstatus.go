@@ -12,7 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/kubelet/plan"
 	"github.com/skiff-sh/skiff/internal/kubelet/podstate"
@@ -56,6 +58,10 @@ type Input struct {
 	// Succeeded or Failed.
 	Terminal bool
 	Now      time.Time
+	// Actual are the resources the runtime reports for running containers
+	// (CRI ContainerStatus), by runtime id; status.containerStatuses[].resources
+	// shows them (StatusResources).
+	Actual map[string]*runtimeapi.LinuxContainerResources
 }
 
 // Generate returns the pod's status.
@@ -298,6 +304,9 @@ func containerStatuses(in Input, previous []corev1.ContainerStatus, containers [
 			if seen[rc.Name] == 0 {
 				if spec := specOf(pod, rc.Name); spec != nil {
 					res := spec.Resources.DeepCopy()
+					if rc.State == podstate.Running {
+						res = StatusResources(&spec.Resources, in.Actual[rc.ID])
+					}
 					cs.Resources = res
 					cs.AllocatedResources = spec.Resources.Requests
 				}
@@ -751,4 +760,36 @@ func ephemeralStatuses(in Input, previous []corev1.ContainerStatus, hasInit bool
 		out = append(out, cs)
 	}
 	return out
+}
+
+// StatusResources is what status.containerStatuses[].resources shows for a
+// running container, as upstream's kubelet: the allocated resources (the
+// pod spec the kubelet accepted; pod here), with the cpu limit, cpu request
+// and memory limit the runtime reports instead where they are set (cpu
+// from the CFS quota and shares, so equivalents such as 1m and 2m, both
+// the minimum 2 shares, show as allocated).
+func StatusResources(alloc *corev1.ResourceRequirements, actual *runtimeapi.LinuxContainerResources) *corev1.ResourceRequirements {
+	res := alloc.DeepCopy()
+	if actual == nil {
+		return res
+	}
+	const minMilliCPULimit, minShares = 10, 2
+	if res.Limits != nil {
+		if actual.CpuPeriod > 0 && actual.CpuQuota > 0 {
+			milli := actual.CpuQuota * 1000 / actual.CpuPeriod
+			if milli > minMilliCPULimit || res.Limits.Cpu().MilliValue() > minMilliCPULimit {
+				res.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+			}
+		}
+		if actual.MemoryLimitInBytes > 0 {
+			res.Limits[corev1.ResourceMemory] = *resource.NewQuantity(actual.MemoryLimitInBytes, resource.BinarySI)
+		}
+	}
+	if res.Requests != nil && actual.CpuShares >= minShares {
+		milli := (actual.CpuShares*1000 + 1023) / 1024 // rounded up, as upstream's SharesToMilliCPU
+		if milli > minShares || res.Requests.Cpu().MilliValue() > minShares {
+			res.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		}
+	}
+	return res
 }

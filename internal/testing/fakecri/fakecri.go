@@ -153,7 +153,23 @@ func (r *Runtime) CreateContainer(_ context.Context, sandboxID string, cfg *runt
 		Id: id, Metadata: cfg.Metadata, State: runtimeapi.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Image: cfg.Image, ImageRef: cfg.Image.GetImage(), Labels: cfg.Labels, Annotations: cfg.Annotations,
 	}}
+	if res := cfg.GetLinux().GetResources(); res != nil {
+		r.containers[id].Status.Resources = &runtimeapi.ContainerResources{Linux: proto.Clone(res).(*runtimeapi.LinuxContainerResources)}
+	}
 	return id, nil
+}
+
+// UpdateContainerResources replaces a container's resources, as
+// containerd does; its status reports them.
+func (r *Runtime) UpdateContainerResources(_ context.Context, id string, res *runtimeapi.ContainerResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok {
+		return fmt.Errorf("container %s not found", id)
+	}
+	c.Status.Resources = proto.Clone(res).(*runtimeapi.ContainerResources)
+	return nil
 }
 
 func (r *Runtime) StartContainer(_ context.Context, id string) error {
