@@ -42,7 +42,16 @@ func TestKubeletInPlaceResize(t *testing.T) {
 	c2 := *c1.DeepCopy()
 	c2.Name = "c2"
 	c2.ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer}}
-	pod.Spec.Containers = []corev1.Container{c1, c2}
+	// As the conformance test "6 containers": c3 has a memory request only
+	// (gets a limit, its request goes down), c4 a cpu request only (gets
+	// a limit).
+	c3 := *c1.DeepCopy()
+	c3.Name, c3.ResizePolicy = "c3", nil
+	c3.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("35Mi")}}
+	c4 := *c3.DeepCopy()
+	c4.Name = "c4"
+	c4.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}}
+	pod.Spec.Containers = []corev1.Container{c1, c2, c3, c4}
 	c.create(t, pod)
 	p := c.waitPod(t, ns, "resize", 60*time.Second, "Running and Ready", podRunningReady)
 
@@ -63,10 +72,16 @@ func TestKubeletInPlaceResize(t *testing.T) {
 		t.Helper()
 		quota, weight, mem := cgroup(container)
 		wantQuota := strconv.FormatInt(cpuLimMilli*100, 10)
+		if cpuLimMilli == 0 {
+			wantQuota = "-1"
+			if v2 {
+				wantQuota = "max"
+			}
+		}
 		if v2 {
 			wantQuota += " 100000"
 		}
-		if quota != wantQuota || mem != strconv.FormatInt(memLim, 10) {
+		if quota != wantQuota || (memLim > 0 && mem != strconv.FormatInt(memLim, 10)) {
 			t.Errorf("%s cgroup: cpu quota %q, memory limit %q; want %q, %d", container, quota, mem, wantQuota, memLim)
 		}
 		w, err := strconv.ParseInt(weight, 10, 64)
@@ -92,18 +107,29 @@ func TestKubeletInPlaceResize(t *testing.T) {
 		}
 	}
 	wantStatus(p, "c1", c1.Resources, 0)
+	wantStatus(p, "c3", c3.Resources, 0)
 	wantCgroup("c1", 20, 30, 45<<20)
+	wantCgroup("c3", 0, 0, 0)
+	wantCgroup("c4", 20, 0, 0)
 
 	// Up, as `kubectl patch --subresource resize`.
 	patch := `{"spec":{"containers":[` +
 		`{"name":"c1","resources":{"requests":{"cpu":"25m","memory":"40Mi"},"limits":{"cpu":"35m","memory":"50Mi"}}},` +
-		`{"name":"c2","resources":{"requests":{"memory":"40Mi"},"limits":{"memory":"50Mi"}}}]}}`
+		`{"name":"c2","resources":{"requests":{"memory":"40Mi"},"limits":{"memory":"50Mi"}}},` +
+		`{"name":"c3","resources":{"requests":{"memory":"30Mi"},"limits":{"memory":"50Mi"}}},` +
+		`{"name":"c4","resources":{"requests":{"cpu":"25m"},"limits":{"cpu":"35m"}}}]}}`
 	kubectl(t, c.kubeconfig, "-n", ns, "patch", "pod", "resize", "--subresource", "resize", "--type", "strategic", "-p", patch)
 	p = waitResized(t, c, ns, "resize")
 	wantStatus(p, "c1", res("25m", "35m", "40Mi", "50Mi"), 0)
 	wantStatus(p, "c2", res("20m", "30m", "40Mi", "50Mi"), 1)
 	wantCgroup("c1", 25, 35, 50<<20)
 	wantCgroup("c2", 20, 30, 50<<20)
+	wantStatus(p, "c3", corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("30Mi")},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("50Mi")}}, 0)
+	wantCgroup("c3", 0, 0, 50<<20)
+	wantStatus(p, "c4", corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("25m")},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("35m")}}, 0)
+	wantCgroup("c4", 25, 35, 0)
 	if p.Generation != 2 || p.Status.ObservedGeneration != 2 {
 		t.Errorf("generation %d observed %d, want 2", p.Generation, p.Status.ObservedGeneration)
 	}
