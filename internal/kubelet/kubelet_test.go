@@ -324,3 +324,41 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusKeepsOthersConditions: a condition another component put on
+// the pod's status (the eviction API's DisruptionTarget) survives the
+// kubelet's later status writes, as upstream's status manager keeps the
+// conditions it does not own; before, the kubelet rebuilt them from its
+// own last write and its patch deleted it, so a Job's podFailurePolicy
+// never saw the eviction.
+func TestStatusKeepsOthersConditions(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	pod := bound("evicted", corev1.RestartPolicyNever)
+	if _, err := h.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.waitPod("evicted", "ran", running)
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"})
+	if _, err := h.client.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the informer sees the condition
+	h.exit(pod.UID, 137)
+	p = h.waitPod("evicted", "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	time.Sleep(500 * time.Millisecond) // and a few more syncs
+	p, err := h.client.CoreV1().Pods("default").Get(ctx, "evicted", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "EvictionByEvictionAPI" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("DisruptionTarget gone after the kubelet's writes: %+v", p.Status.Conditions)
+	}
+}

@@ -264,9 +264,12 @@ func gracePeriodSpec(pod *corev1.Pod) time.Duration {
 func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync, terminal bool) corev1.PodStatus {
 	base := pod
 	if ps.lastStatus != nil {
-		// Our last write may not be in the informer yet.
+		// Our last write may not be in the informer yet; the conditions
+		// others own (DisruptionTarget from an eviction, readiness gates)
+		// are the API's, or the patch would delete them.
 		base = pod.DeepCopy()
 		base.Status = *ps.lastStatus.DeepCopy()
+		base.Status.Conditions = mergeConditions(ps.lastStatus.Conditions, pod.Status.Conditions)
 	}
 	s := podstatus.Generate(podstatus.Input{
 		Pod:      base,
@@ -283,6 +286,31 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 		applyEviction(pod, &s, ev, k.clock.Now())
 	}
 	return s
+}
+
+// mergeConditions is the kubelet's own conditions from mine (the ones it
+// generates and the resize ones) and everyone else's from api.
+func mergeConditions(mine, api []corev1.PodCondition) []corev1.PodCondition {
+	own := func(t corev1.PodConditionType) bool {
+		switch t {
+		case corev1.PodScheduled, corev1.PodReady, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReadyToStartContainers,
+			corev1.PodResizePending, corev1.PodResizeInProgress:
+			return true
+		}
+		return false
+	}
+	var out []corev1.PodCondition
+	for _, c := range mine {
+		if own(c.Type) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range api {
+		if !own(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // writeStatus PATCHes the pod's status when it differs from the API's and
