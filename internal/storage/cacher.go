@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
+	"weak"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -71,15 +73,33 @@ func (o *CachedObject) Object() (runtime.Object, error) {
 	return o.conv, o.convErr
 }
 
-// encoding is an object's bytes in one format.
+// encoding is an object's bytes in one format, held weakly: they stay while
+// a reader (a watcher writing them, a list) holds them and until the next
+// collection after that, so that one change sent to N watchers, or lists
+// that overlap, encode once, but an object does not keep its encodings for
+// its whole life (that was ~600 bytes per watched Event, and a pod's
+// protobuf as many bytes again as the pod, for every object an informer
+// watches).
 type encoding struct {
 	format string
-	bytes  []byte
+	first  weak.Pointer[byte] // the bytes' first element
+	n      int
+}
+
+func (e encoding) bytes() ([]byte, bool) {
+	if e.n == 0 {
+		return []byte{}, true
+	}
+	p := e.first.Value()
+	if p == nil {
+		return nil, false
+	}
+	return unsafe.Slice(p, e.n), true
 }
 
 // Encoded returns the object's bytes in one format, computing them with
-// encode the first time only: however many watchers a change has, it is
-// encoded once per format (and per version served).
+// encode unless a reader still holds them: however many watchers a change
+// has, it is encoded once per format (and per version served).
 func (o *CachedObject) Encoded(format string, encode func(runtime.Object) ([]byte, error)) ([]byte, error) {
 	if o.base != nil {
 		return o.base.encoded(o.served.Name+" "+format, func() ([]byte, error) {
@@ -96,16 +116,28 @@ func (o *CachedObject) Encoded(format string, encode func(runtime.Object) ([]byt
 func (o *CachedObject) encoded(format string, encode func() ([]byte, error)) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, e := range o.enc {
-		if e.format == format {
-			return e.bytes, nil
+	i := 0
+	for ; i < len(o.enc); i++ {
+		if o.enc[i].format == format {
+			if b, ok := o.enc[i].bytes(); ok {
+				return b, nil
+			}
+			break
 		}
 	}
 	b, err := encode()
 	if err != nil {
 		return nil, err
 	}
-	o.enc = append(o.enc, encoding{format: format, bytes: b})
+	e := encoding{format: format, n: len(b)}
+	if len(b) > 0 {
+		e.first = weak.Make(&b[0])
+	}
+	if i < len(o.enc) {
+		o.enc[i] = e
+	} else {
+		o.enc = append(o.enc, e)
+	}
 	return b, nil
 }
 

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -290,15 +291,19 @@ func TestWatchInitialEventsAndEncodeOnce(t *testing.T) {
 	}
 	create(t, s, cm("c", nil))
 	encodings := 0
+	var held [][]byte // the watchers' frames in flight keep the bytes
 	for _, w := range watches {
 		_, raw := collect(t, w, 1)
-		if _, err := raw[0].Object.Encoded("test", func(o runtime.Object) ([]byte, error) {
+		b, err := raw[0].Object.Encoded("test", func(o runtime.Object) ([]byte, error) {
 			encodings++
 			return []byte(o.(*corev1.ConfigMap).Name), nil
-		}); err != nil {
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, b)
 	}
+	goruntime.KeepAlive(held)
 	if encodings != 1 {
 		t.Fatalf("one change seen by 3 watchers was encoded %d times, want 1", encodings)
 	}
@@ -398,6 +403,7 @@ func TestServeAs(t *testing.T) {
 	}
 
 	// Each version's encoding is made once, for all lists.
+	var held [][]byte
 	encodings := map[string]int{}
 	encode := func(o runtime.Object) ([]byte, error) {
 		d := o.(*corev1.ConfigMap).Data["k"]
@@ -414,12 +420,36 @@ func TestServeAs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			held = append(held, b) // readers that hold the bytes share them
 			if want := map[*storage.Cacher]string{s: "a", v: "A"}[c]; string(b) != want {
 				t.Fatalf("encoding %q, want %q", b, want)
 			}
 		}
 	}
+	goruntime.KeepAlive(held)
 	if diff := cmp.Diff(map[string]int{"a": 1, "A": 1}, encodings); diff != "" {
 		t.Errorf("encodings made (-want +got):\n%s", diff)
+	}
+}
+
+// TestEncodingsNotKeptForLife: once no reader holds an object's encoding,
+// the cache lets it go (it is made again when asked).
+func TestEncodingsNotKeptForLife(t *testing.T) {
+	o := storage.NewCachedObject("/p/a", cm("a", nil), 1)
+	encodings := 0
+	encode := func(runtime.Object) ([]byte, error) {
+		encodings++
+		return make([]byte, 4096), nil
+	}
+	b, _ := o.Encoded("test", encode)
+	if again, _ := o.Encoded("test", encode); encodings != 1 || &again[0] != &b[0] {
+		t.Fatalf("encoded %d times while held, want 1", encodings)
+	}
+	goruntime.KeepAlive(b)
+	b = nil
+	goruntime.GC()
+	goruntime.GC()
+	if _, err := o.Encoded("test", encode); err != nil || encodings != 2 {
+		t.Fatalf("encoded %d times after the readers let go, want 2 (the first kept for the object's life)", encodings)
 	}
 }
