@@ -282,7 +282,10 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 		Actual:   ps.actual,
 	})
 	setResizeConditions(&s, base.Status.Conditions, ps, pod.Generation, metav1.NewTime(k.clock.Now().Truncate(time.Second)))
-	if ev := k.pendingEviction(ps); ev != nil {
+	// An evicted pod turns Failed once its containers have stopped, not
+	// before (upstream's status manager holds back a terminal phase while
+	// containers may run).
+	if ev := k.pendingEviction(ps); ev != nil && (st == nil || st.RunningContainers() == 0) {
 		applyEviction(pod, &s, ev, k.clock.Now())
 	}
 	return s
