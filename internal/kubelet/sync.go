@@ -295,12 +295,7 @@ func (k *Kubelet) generateStatus(pod *corev1.Pod, st *podstate.Pod, ps *podSync,
 // generates and the resize ones) and everyone else's from api.
 func mergeConditions(mine, api []corev1.PodCondition) []corev1.PodCondition {
 	own := func(t corev1.PodConditionType) bool {
-		switch t {
-		case corev1.PodScheduled, corev1.PodReady, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReadyToStartContainers,
-			corev1.PodResizePending, corev1.PodResizeInProgress:
-			return true
-		}
-		return false
+		return podstatus.ByKubelet(t) || t == corev1.PodResizePending || t == corev1.PodResizeInProgress
 	}
 	var out []corev1.PodCondition
 	for _, c := range mine {

@@ -107,7 +107,7 @@ func Generate(in Input) corev1.PodStatus {
 	}
 
 	for _, c := range old.Conditions {
-		if !byKubelet(c.Type) {
+		if !ByKubelet(c.Type) {
 			s.Conditions = append(s.Conditions, c)
 		}
 	}
@@ -124,7 +124,7 @@ func Generate(in Input) corev1.PodStatus {
 	s.Conditions = append(s.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
-		if byKubelet(c.Type) {
+		if ByKubelet(c.Type) {
 			c.ObservedGeneration = pod.Generation
 			c.LastTransitionTime = now
 			for _, o := range old.Conditions {
@@ -178,7 +178,9 @@ func Rejected(pod *corev1.Pod, reason, message string, now time.Time) corev1.Pod
 	return s
 }
 
-func byKubelet(t corev1.PodConditionType) bool {
+// ByKubelet reports whether the kubelet generates conditions of type t
+// at every sync (the resize conditions it also owns are set apart).
+func ByKubelet(t corev1.PodConditionType) bool {
 	switch t {
 	case corev1.PodScheduled, corev1.PodReady, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReadyToStartContainers:
 		return true

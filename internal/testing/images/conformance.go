@@ -224,16 +224,16 @@ func ConformanceImages(src ConformanceSources) ([]ImageSpec, error) {
 	// names are not shell identifiers (a Secret's key "data-1" through
 	// envFrom) before it runs a command; upstream's passes them on. With
 	// no upstream build given, /bin/sh is Debian's bash.
-	busyboxFiles := with()
+	bbFiles := with()
 	if src.Busybox == "" {
 		bash, err := programs(src.DebRoot, []string{"/bin/bash"})
 		if err != nil {
 			return nil, err
 		}
-		busyboxFiles = with(append(bash, agentimages.File{Path: "/bin/sh", Link: "bash"})...)
+		bbFiles = with(append(bash, agentimages.File{Path: "/bin/sh", Link: "bash"})...)
 	}
 	specs = append(specs, ImageSpec{File: "busybox.tar", Refs: append([]string{BusyboxRef}, BusyboxAliases...),
-		Files: busyboxFiles, Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
+		Files: bbFiles, Config: agentimages.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}}})
 	getent, err := programs(src.DebRoot, []string{"/usr/bin/getent", "/usr/bin/dig", "/usr/bin/nslookup"})
 	if err != nil {
 		return nil, err
