@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 # ---------------------------------------------------------------------------
 APT_PACKAGES=(
 	runc                        # node agent: containerd runs every container with /usr/sbin/runc
+	crun                        # node agent: a second OCI runtime, RuntimeClass crun (runc stays the default)
 	containernetworking-plugins # node agent: CNI bridge, host-local, portmap, loopback in /usr/lib/cni
 	nftables                    # service proxy and pod masquerade rules
 	iproute2                    # node agent routes; network namespaces in multi-node tests

@@ -405,7 +405,7 @@ func startControllerManager(b *testing.B, kubeconfig string, qps int) *process {
 		b.Fatalf("skiff binary: %v", err)
 	}
 	p := &process{out: &lockedBuffer{}}
-	p.cmd = exec.Command(bin, "controller-manager", "--kubeconfig", kubeconfig, "--leader-elect=false", "--address=",
+	p.cmd = exec.Command(bin, "controller-manager", "--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0",
 		fmt.Sprintf("--kube-api-qps=%d", qps), fmt.Sprintf("--kube-api-burst=%d", 2*qps))
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

@@ -27,13 +27,22 @@ import (
 	"github.com/skiff-sh/skiff/internal/testing/images"
 )
 
-// env is one server with its agent, shared by the benchmarks of a run.
+// env is one node and its control plane: a server with its agent
+// (BenchmarkPodStartup and BenchmarkIdleMemory share one for a run), or a
+// server without one beside upstream's kubelet and Skiff's containerd
+// (upstream_test.go).
 type env struct {
-	dir    string
-	cmd    *exec.Cmd
-	out    *bytes.Buffer
-	client kubernetes.Interface
-	image  string
+	// requestsPerPod are the API requests of the last batch, per pod.
+	requestsPerPod []requestCount
+	dir            string
+	cmd            *exec.Cmd
+	out            *bytes.Buffer
+	client         kubernetes.Interface
+	image          string
+	// upstream is the node of upstream's kubelet, nil for Skiff's agent.
+	upstream *upstreamNode
+	// unlock releases /tmp/skiff-agent.lock when the env took it.
+	unlock func()
 }
 
 var (
@@ -77,43 +86,16 @@ func newEnv(b *testing.B) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := os.Getenv("SKIFF_BINARY")
-	if bin == "" {
-		bin = filepath.Join(dir, "skiff")
-		build := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
-		build.Dir = repoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build: %v\n%s", err, out)
-		}
-	}
-	tar, ref := images.Busybox(b)
-	data, err := os.ReadFile(tar)
+	bin, err := skiffBinary(dir)
 	if err != nil {
 		return nil, err
 	}
-	imgDir := filepath.Join(dir, "data", "agent", "images")
-	if err := os.MkdirAll(imgDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(imgDir, "busybox.tar"), data, 0o644); err != nil {
+	ref, err := placeImage(b, dir)
+	if err != nil {
 		return nil, err
 	}
 	e := &env{dir: dir, out: &bytes.Buffer{}, image: ref}
-	e.cmd = exec.Command(bin, "server", "--data-dir", filepath.Join(dir, "data"),
-		"--https-listen-port", strconv.Itoa(freePort()),
-		"--etcd-client-port", strconv.Itoa(freePort()), "--etcd-peer-port", strconv.Itoa(freePort()),
-		"--kubelet-port", strconv.Itoa(freePort()),
-		// As test/e2e: cluster DNS on a free port, never the host's :53.
-		"--cluster-dns-port", strconv.Itoa(freePort()),
-		// As test/e2e: the shared build VM's disk is often past 90 % used,
-		// and the default nodefs.available<10% would evict the pods.
-		"--eviction-hard=memory.available<100Mi,nodefs.available<1%")
-	// SKIFF_BENCH_ARGS adds server flags (e.g. -v=2 for the kubelet's
-	// timings); SKIFF_BENCH_LOG=FILE keeps the server's output in FILE and
-	// containerd's log in FILE.containerd.
-	e.cmd.Args = append(e.cmd.Args, strings.Fields(os.Getenv("SKIFF_BENCH_ARGS"))...)
-	e.cmd.Stdout, e.cmd.Stderr = &lockedWriter{w: e.out}, &lockedWriter{w: e.out}
-	if err := e.cmd.Start(); err != nil {
+	if err := e.startServer(bin); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -123,12 +105,7 @@ func newEnv(b *testing.B) (*env, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "data", "admin.kubeconfig"))
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = -1, 0
-	if e.client, err = kubernetes.NewForConfig(cfg); err != nil {
+	if err := e.connect(deadline); err != nil {
 		return nil, err
 	}
 	for {
@@ -142,6 +119,78 @@ func newEnv(b *testing.B) (*env, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return e, nil
+}
+
+// skiffBinary is $SKIFF_BINARY, or `make build` into dir.
+func skiffBinary(dir string) (string, error) {
+	if bin := os.Getenv("SKIFF_BINARY"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "skiff")
+	build := exec.Command("make", "--no-print-directory", "build", "BIN="+bin)
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// placeImage puts the busybox test image where the agent's containerd
+// imports images at start (<dir>/data/agent/images) and returns its
+// reference.
+func placeImage(b *testing.B, dir string) (string, error) {
+	tar, ref := images.Busybox(b)
+	data, err := os.ReadFile(tar)
+	if err != nil {
+		return "", err
+	}
+	imgDir := filepath.Join(dir, "data", "agent", "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return "", err
+	}
+	return ref, os.WriteFile(filepath.Join(imgDir, "busybox.tar"), data, 0o644)
+}
+
+// startServer starts `skiff server` on e.dir/data with free ports, and
+// extra flags.
+func (e *env) startServer(bin string, extra ...string) error {
+	e.cmd = exec.Command(bin, "server", "--data-dir", filepath.Join(e.dir, "data"),
+		"--https-listen-port", strconv.Itoa(freePort()),
+		"--etcd-client-port", strconv.Itoa(freePort()), "--etcd-peer-port", strconv.Itoa(freePort()),
+		"--kubelet-port", strconv.Itoa(freePort()),
+		// As test/e2e: cluster DNS on a free port, never the host's :53.
+		"--cluster-dns-port", strconv.Itoa(freePort()),
+		// As test/e2e: the shared build VM's disk is often past 90 % used,
+		// and the default nodefs.available<10% would evict the pods.
+		"--eviction-hard=memory.available<100Mi,nodefs.available<1%")
+	e.cmd.Args = append(e.cmd.Args, extra...)
+	// SKIFF_BENCH_ARGS adds server flags (e.g. -v=2 for the kubelet's
+	// timings); SKIFF_BENCH_LOG=FILE keeps the server's output in FILE and
+	// containerd's log in FILE.containerd.
+	e.cmd.Args = append(e.cmd.Args, strings.Fields(os.Getenv("SKIFF_BENCH_ARGS"))...)
+	e.cmd.Stdout, e.cmd.Stderr = &lockedWriter{w: e.out}, &lockedWriter{w: e.out}
+	return e.cmd.Start()
+}
+
+// connect makes e.client from the server's admin kubeconfig once the API
+// server answers.
+func (e *env) connect(deadline time.Time) error {
+	for {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(e.dir, "data", "admin.kubeconfig"))
+		if err == nil {
+			cfg.QPS, cfg.Burst = -1, 0
+			if e.client, err = kubernetes.NewForConfig(cfg); err != nil {
+				return err
+			}
+			if _, err = e.client.CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("API server not ready: %v\n%s", err, e.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 type lockedWriter struct {
@@ -200,21 +249,35 @@ func (e *env) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	zero := int64(0)
-	if pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
-		for _, p := range pods.Items {
-			_ = e.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if e.client != nil {
+		if pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+			for _, p := range pods.Items {
+				_ = e.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+		}
+		e.waitNoSandboxes(ctx)
+	}
+	if e.upstream != nil {
+		e.upstream.stopKubelet()
+	}
+	if e.cmd != nil && e.cmd.Process != nil {
+		_ = e.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = e.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = e.cmd.Process.Kill()
 		}
 	}
-	e.waitNoSandboxes(ctx)
-	_ = e.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = e.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = e.cmd.Process.Kill()
+	if e.upstream != nil {
+		e.upstream.stopContainerd()
 	}
 	if pid := e.containerdPID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// Shims of pods the kubelet did not tear down in time.
+	for _, pid := range e.shimPIDs() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if logPath := os.Getenv("SKIFF_BENCH_LOG"); logPath != "" {
@@ -234,7 +297,14 @@ func (e *env) stop() {
 			_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
 		}
 	}
+	if e.upstream != nil {
+		e.upstream.cleanup()
+	}
+	removeIdleBridge()
 	_ = os.RemoveAll(e.dir)
+	if e.unlock != nil {
+		e.unlock()
+	}
 }
 
 // memory returns a process's peak and current resident set.
@@ -385,6 +455,15 @@ func BenchmarkPodStartup(b *testing.B) {
 			b.ReportMetric(perPod(cpu.containerd), "cpu_containerd_ms/pod")
 			b.ReportMetric(perPod(cpu.shims), "cpu_shims_ms/pod")
 			b.ReportMetric(shimAnonPerPod, "shim_anon_MiB/pod")
+			var reqs float64
+			for _, r := range e.requestsPerPod {
+				reqs += r.perPod
+			}
+			b.ReportMetric(reqs, "api_requests/pod")
+			// The requests of the last batch by kind, most first.
+			for _, r := range e.requestsPerPod {
+				b.Logf("%-60s %6.2f per pod", r.key, r.perPod)
+			}
 			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 			b.ReportMetric(float64(percentile(all, 0.5).Microseconds())/1000, "p50_ms")
 			b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99_ms")
@@ -420,6 +499,7 @@ func (e *env) batch(b *testing.B, n, iter int) ([]time.Duration, cpuTimes) {
 	defer w.Stop()
 	created := make([]time.Time, n)
 	var mu sync.Mutex
+	req0 := e.requests(ctx)
 	cpu0 := e.cpuTime()
 	b.StartTimer()
 	var wg sync.WaitGroup
@@ -429,7 +509,7 @@ func (e *env) batch(b *testing.B, n, iter int) ([]time.Duration, cpuTimes) {
 			defer wg.Done()
 			one := int64(0)
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: ns},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &one, Containers: []corev1.Container{{
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &one, RuntimeClassName: benchRuntimeClass(), Containers: []corev1.Container{{
 					Name: "c", Image: e.image, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sleep", "3600"}}}}}
 			mu.Lock()
 			created[i] = time.Now()
@@ -464,12 +544,13 @@ func (e *env) batch(b *testing.B, n, iter int) ([]time.Duration, cpuTimes) {
 	}
 	b.StopTimer()
 	cpu1 := e.cpuTime()
+	e.requestsPerPod = requestsDelta(req0, e.requests(ctx), n)
 	var shimAnon int64
 	for _, pid := range e.shimPIDs() {
 		shimAnon += smapsRollup(pid, "Anonymous:")
 	}
 	shimAnonPerPod = float64(shimAnon) / (1 << 20) / float64(n)
-	cpu := cpuTimes{cpu1.server - cpu0.server, cpu1.containerd - cpu0.containerd, cpu1.shims - cpu0.shims}
+	cpu := cpu1.sub(cpu0)
 	wg.Wait()
 	// Clean up outside the timer: delete the namespace's pods and wait
 	// until they are gone.
@@ -498,13 +579,28 @@ func (e *env) batch(b *testing.B, n, iter int) ([]time.Duration, cpuTimes) {
 // waited-for children's) of the server process, of its containerd (whose
 // children are the CNI plugins and the shims' start commands) and of the
 // running shims of that containerd (whose children are runc).
-type cpuTimes struct{ server, containerd, shims time.Duration }
+// kubelet is upstream's kubelet process (zero beside Skiff's agent, which
+// runs in the server process).
+type cpuTimes struct{ server, kubelet, containerd, shims time.Duration }
+
+func (c cpuTimes) total() time.Duration { return c.server + c.kubelet + c.containerd + c.shims }
+
+func (c cpuTimes) sub(d cpuTimes) cpuTimes {
+	return cpuTimes{c.server - d.server, c.kubelet - d.kubelet, c.containerd - d.containerd, c.shims - d.shims}
+}
+
+func (c cpuTimes) add(d cpuTimes) cpuTimes {
+	return cpuTimes{c.server + d.server, c.kubelet + d.kubelet, c.containerd + d.containerd, c.shims + d.shims}
+}
 
 func (e *env) cpuTime() cpuTimes {
 	// USER_HZ is 100 on Linux.
 	const tick = 10 * time.Millisecond
 	var t cpuTimes
 	t.server = time.Duration(procTicks(e.cmd.Process.Pid)) * tick
+	if e.upstream != nil {
+		t.kubelet = time.Duration(procTicks(e.upstream.kubelet.Process.Pid)) * tick
+	}
 	if pid := e.containerdPID(); pid > 0 {
 		t.containerd = time.Duration(procTicks(pid)) * tick
 	}
@@ -563,4 +659,65 @@ func procTicks(pid int) int64 {
 		sum += n
 	}
 	return sum
+}
+
+// requests reads the API server's apiserver_request_total counters, by
+// verb, resource and subresource (all clients: the kubelet, scheduler,
+// controllers and the benchmark itself).
+func (e *env) requests(ctx context.Context) map[string]float64 {
+	raw, err := e.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[len("apiserver_request_total{"):strings.LastIndexByte(line, '}')], ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok {
+				labels[k] = strings.Trim(val, `"`)
+			}
+		}
+		if labels["verb"] == "WATCH" {
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		out[key] += v
+	}
+	return out
+}
+
+type requestCount struct {
+	key    string
+	perPod float64
+}
+
+func requestsDelta(before, after map[string]float64, n int) []requestCount {
+	var out []requestCount
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out = append(out, requestCount{k, d / float64(n)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].perPod > out[j].perPod })
+	return out
+}
+
+// benchRuntimeClass is the pods' runtimeClassName, from
+// SKIFF_BENCH_RUNTIME_CLASS (e.g. crun); unset: the node's default (runc).
+func benchRuntimeClass() *string {
+	if rc := os.Getenv("SKIFF_BENCH_RUNTIME_CLASS"); rc != "" {
+		return &rc
+	}
+	return nil
 }

@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k8s.io/utils/ptr"
 
@@ -37,13 +36,14 @@ import (
 )
 
 var (
-	rounds   = flag.Int("rounds", 2, "rounds; each runs every scheduler once, in the opposite order of the round before")
-	nodes    = flag.Int("nodes", 500, "simulated nodes")
-	pods     = flag.Int("pods", 5000, "pods created before the scheduler starts")
-	only     = flag.String("schedulers", "skiff,kube-scheduler", "schedulers to run, comma-separated (skiff, kube-scheduler, skiff-base)")
-	base     = flag.String("base", "", "a second skiff binary, whose scheduler runs as skiff-base (to compare two trees)")
-	profiles = flag.String("profiles", "", "directory for each scheduler's heap profile after its run (kept only when set)")
-	logs     = flag.String("logs", "", "directory for the processes' logs (default: kept only on failure, in $TMPDIR/skiff-sidebyside-logs)")
+	rounds    = flag.Int("rounds", 2, "rounds; each runs every scheduler once, in the opposite order of the round before")
+	nodes     = flag.Int("nodes", 500, "simulated nodes")
+	pods      = flag.Int("pods", 5000, "pods created before the scheduler starts")
+	only      = flag.String("schedulers", "skiff,kube-scheduler", "schedulers to run, comma-separated (skiff, kube-scheduler, skiff-base)")
+	base      = flag.String("base", "", "a second skiff binary, whose scheduler runs as skiff-base (to compare two trees)")
+	profiles  = flag.String("profiles", "", "directory for each scheduler's heap profile after its run (kept only when set)")
+	apiServer = flag.String("apiserver", "skiff", "the API server both schedulers run against: skiff (skiff server) or upstream (etcd and kube-apiserver v1.37.2)")
+	logs      = flag.String("logs", "", "directory for the processes' logs (default: kept only on failure, in $TMPDIR/skiff-sidebyside-logs)")
 )
 
 const (
@@ -136,6 +136,11 @@ func median(rs []run, f func(run) float64) float64 {
 	for i, r := range rs {
 		v[i] = f(r)
 	}
+	return medianOf(v)
+}
+
+// medianOf is the median of v (which it sorts).
+func medianOf(v []float64) float64 {
 	slices.Sort(v)
 	if len(v)%2 == 1 {
 		return v[len(v)/2]
@@ -159,45 +164,35 @@ func runScheduler(b *testing.B, binaries map[string]string, name, label string) 
 		for _, p := range slices.Backward(procs) {
 			p.stop()
 		}
-		keep := *logs
-		if keep == "" && b.Failed() {
-			keep = filepath.Join(os.TempDir(), "skiff-sidebyside-logs")
-		}
-		if keep != "" {
-			_ = os.MkdirAll(keep, 0o755)
-			for _, p := range procs {
-				_ = os.WriteFile(filepath.Join(keep, label+"-"+p.name+".log"), []byte(p.output()), 0o644)
-			}
-		}
+		keepLogs(b, label, &procs)
 	}()
 	skiff := binaries["skiff"]
-	dataDir := filepath.Join(dir, "data")
-	server := start(b, "server", skiff, "server", "--data-dir", dataDir,
-		"--disable-agent", "--disable-cluster-dns", "--disable-scheduler", "--disable-controller-manager",
-		"--https-listen-port", "0", "--etcd-client-port", "0", "--etcd-peer-port", "0")
-	procs = append(procs, server)
-	server.waitFor(b, 2*time.Minute, "Skiff is ready")
-	admin := filepath.Join(dataDir, "admin.kubeconfig")
-	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
-	if err != nil {
-		b.Fatal(err)
+	var cp *controlPlane
+	switch *apiServer {
+	case "skiff":
+		cp = startSkiff(b, dir, skiff, "--disable-scheduler", "--disable-controller-manager")
+	case "upstream":
+		cp = startUpstream(b, dir, apiServerOnly)
+	default:
+		b.Fatalf("-apiserver: unknown API server %q", *apiServer)
 	}
-	cfg.QPS, cfg.Burst = -1, 0
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	client := kubernetes.NewForConfigOrDie(cfg)
+	procs = append(procs, cp.procs...)
+	cfg, client := cp.config, cp.client()
 
 	// Quiet nodes, as scheduler_perf's (which have no kubelets): bound pods
 	// never start, no status heartbeats, Leases renewed rarely.
-	sim := start(b, "simulate", skiff, "simulate", "--kubeconfig", admin, "--nodes", strconv.Itoa(*nodes),
+	sim := start(b, "simulate", skiff, "simulate", "--kubeconfig", cp.admin, "--nodes", strconv.Itoa(*nodes),
 		"--pod-start-latency", "1h", "--status-update-frequency", "1h", "--lease-duration", "1h")
 	procs = append(procs, sim)
 	sim.waitFor(b, 3*time.Minute, "simulated nodes Ready")
 
-	createPods(b, ctx, client)
-	bound := watchBindings(b, ctx, client)
+	createPods(b, ctx, client, *pods)
+	bound := watchPods(b, ctx, client, *pods, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	if n := bound.count(); n != 0 {
+		b.Fatalf("%d pods bound before the scheduler started", n)
+	}
 
-	pki := filepath.Join(dataDir, "pki")
-	kubeconfig := writeKubeconfig(b, dir, cfg.Host, pki, "kube-scheduler")
+	kubeconfig := writeKubeconfig(b, dir, cfg.Host, cp.pki, "kube-scheduler")
 	config := filepath.Join(dir, "scheduler.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(schedulerConfig, kubeconfig)), 0o644); err != nil {
 		b.Fatal(err)
@@ -269,7 +264,7 @@ leaderElection:
 `
 
 // createPods makes the namespace and the pending pods, 32 clients at once.
-func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface) {
+func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface, n int) {
 	b.Helper()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
@@ -278,8 +273,8 @@ func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface) 
 	if _, err := client.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
-	next := make(chan int, *pods)
-	for i := range *pods {
+	next := make(chan int, n)
+	for i := range n {
 		next <- i
 	}
 	close(next)
@@ -288,7 +283,10 @@ func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface) 
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				if _, err := client.CoreV1().Pods(namespace).Create(ctx, pod(i), metav1.CreateOptions{}); err != nil {
+				if err := createRetrying(ctx, func() error {
+					_, err := client.CoreV1().Pods(namespace).Create(ctx, pod(i), metav1.CreateOptions{})
+					return err
+				}); err != nil {
 					errs <- err
 					return
 				}
@@ -299,6 +297,30 @@ func createPods(b *testing.B, ctx context.Context, client kubernetes.Interface) 
 	close(errs)
 	if err := <-errs; err != nil {
 		b.Fatalf("create pods: %v", err)
+	}
+}
+
+// createRetrying runs create until it succeeds, retrying for a minute,
+// with back-off, the answers an overloaded API server gives (a 500 for an
+// etcd request that timed out, 429, 504), as a controller would retry;
+// AlreadyExists on a retry means an earlier attempt was written after all.
+func createRetrying(ctx context.Context, create func() error) error {
+	delay, deadline := 100*time.Millisecond, time.Now().Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		err := create()
+		switch {
+		case err == nil, attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case !(apierrors.IsInternalError(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)),
+			time.Now().After(deadline):
+			return err
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -319,26 +341,38 @@ func pod(i int) *corev1.Pod {
 	}
 }
 
-// bindings reports the first and the last binding a watch sees.
-type bindings struct {
+// podWatch reports when a watch on the benchmark's namespace first sees
+// a pod in a state, and when it has seen want pods in it.
+type podWatch struct {
 	first, last chan time.Time
 	mu          sync.Mutex
 	seen        map[string]bool
 }
 
-func (w *bindings) count() int {
+func (w *podWatch) count() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.seen)
 }
 
-func watchBindings(b *testing.B, ctx context.Context, client kubernetes.Interface) *bindings {
+// watchPods starts a pod informer on the benchmark's namespace, keeping
+// only the pods' metadata, spec.nodeName and status.phase, and counts the
+// pods in which in is true.
+func watchPods(b *testing.B, ctx context.Context, client kubernetes.Interface, want int, in func(*corev1.Pod) bool) *podWatch {
 	b.Helper()
-	w := &bindings{first: make(chan time.Time, 1), last: make(chan time.Time, 1), seen: map[string]bool{}}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
+	w := &podWatch{first: make(chan time.Time, 1), last: make(chan time.Time, 1), seen: map[string]bool{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
+		informers.WithTransform(func(obj any) (any, error) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				meta := p.ObjectMeta
+				meta.ManagedFields = nil
+				return &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}, Status: corev1.PodStatus{Phase: p.Status.Phase}}, nil
+			}
+			return obj, nil
+		}))
 	see := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+		if !ok || !in(p) {
 			return
 		}
 		now := time.Now()
@@ -348,10 +382,10 @@ func watchBindings(b *testing.B, ctx context.Context, client kubernetes.Interfac
 			return
 		}
 		w.seen[p.Name] = true
-		switch len(w.seen) {
-		case 1:
+		if len(w.seen) == 1 {
 			w.first <- now
-		case *pods:
+		}
+		if len(w.seen) == want {
 			w.last <- now
 		}
 	}
@@ -366,10 +400,23 @@ func watchBindings(b *testing.B, ctx context.Context, client kubernetes.Interfac
 			b.Fatalf("informer of %v did not sync", typ)
 		}
 	}
-	if n := w.count(); n != 0 {
-		b.Fatalf("%d pods bound before the scheduler started", n)
-	}
 	return w
+}
+
+// keepLogs writes the output of the processes to -logs, or on failure to
+// $TMPDIR/skiff-sidebyside-logs, each file named label-process.log.
+func keepLogs(b *testing.B, label string, procs *[]*proc) {
+	keep := *logs
+	if keep == "" && b.Failed() {
+		keep = filepath.Join(os.TempDir(), "skiff-sidebyside-logs")
+	}
+	if keep == "" {
+		return
+	}
+	_ = os.MkdirAll(keep, 0o755)
+	for _, p := range *procs {
+		_ = os.WriteFile(filepath.Join(keep, label+"-"+p.name+".log"), []byte(p.output()), 0o644)
+	}
 }
 
 // heapProfile saves the scheduler's heap profile (after a GC). Skiff's is

@@ -11,7 +11,7 @@
 #                                      builds (the binaries stay)
 #
 # NAME is one of: e2e.test kube-apiserver kube-controller-manager
-# kube-scheduler kubectl, agnhost and nnp (programs of the e2e suite's test
+# kube-scheduler kubectl kubelet, agnhost and nnp (programs of the e2e suite's test
 # images), ginkgo (the test runner's CLI, at the version the suite pins: it
 # runs e2e.test in parallel), sample-apiserver and etcd (the aggregator
 # test's images; etcd is etcdmain at the version kubernetes pins); `all` is
@@ -47,7 +47,7 @@ die() { log "$*"; exit 1; }
 pkg_of() {
 	case "$1" in
 	e2e.test) echo k8s.io/kubernetes/test/e2e ;;
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet) echo "k8s.io/kubernetes/cmd/$1" ;;
 	agnhost) echo k8s.io/kubernetes/test/images/agnhost ;;
 	nnp) echo k8s.io/kubernetes/test/images/nonewprivs ;;
 	ginkgo) echo github.com/onsi/ginkgo/v2/ginkgo ;;
@@ -82,7 +82,7 @@ ldflags() {
 
 build_one() {
 	local name=$1 pkg out start watchdog rc
-	pkg=$(pkg_of "$name") || die "unknown program $name (e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo sample-apiserver etcd)"
+	pkg=$(pkg_of "$name") || die "unknown program $name (e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet agnhost nnp ginkgo sample-apiserver etcd)"
 	out=$ROOT/bin/$name
 	if [ -x "$out" ]; then echo "$out"; return 0; fi
 	mkdir -p "$ROOT/bin" "$GOCACHE_DIR" "$GOTMP_DIR"
@@ -141,5 +141,5 @@ if ! flock -n 9; then
 	flock 9
 fi
 names=("$@")
-[ "${names[*]}" = all ] && names=(e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl agnhost nnp ginkgo sample-apiserver etcd)
+[ "${names[*]}" = all ] && names=(e2e.test kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet agnhost nnp ginkgo sample-apiserver etcd)
 for n in "${names[@]}"; do build_one "$n"; done

@@ -21,6 +21,21 @@ func (s *Server) beginAudit(w *statusWriter, r *http.Request, info RequestInfo, 
 	return q
 }
 
+// The audit annotations of the authorization decision, upstream's.
+const (
+	auditDecisionKey = "authorization.k8s.io/decision"
+	auditReasonKey   = "authorization.k8s.io/reason"
+)
+
+// auditUnauthenticated logs a request refused for its credentials.
+func (s *Server) auditUnauthenticated(w *statusWriter, r *http.Request, info RequestInfo) {
+	attrs := requestAttributes(r, info, nil)
+	s.cfg.Audit.Unauthenticated(w, r, audit.Attributes{
+		Verb: attrs.Verb, APIGroup: attrs.APIGroup, Resource: attrs.Resource, Subresource: attrs.Subresource,
+		Namespace: attrs.Namespace, Name: attrs.Name, Path: attrs.Path, ResourceRequest: attrs.ResourceRequest,
+	}, info.APIVersion)
+}
+
 // endAudit logs the end of an audited request: ResponseComplete with its
 // code, or Panic (and the panic goes on to the chain's recovery).
 func (s *Server) endAudit(q *audit.Request, w *statusWriter) {

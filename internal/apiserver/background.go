@@ -19,7 +19,7 @@ import (
 
 // reapStore is what the reaper needs of a resource's store.
 type reapStore interface {
-	ListCached(ctx context.Context, prefix string, opts storage.ListOptions) ([]*storage.CachedObject, int64, error)
+	ListDeleting(ctx context.Context, prefix string) ([]*storage.CachedObject, error)
 	Delete(ctx context.Context, key string, out runtime.Object, pre *storage.Preconditions) error
 }
 
@@ -67,7 +67,7 @@ func (r *reaper) Start(ctx context.Context) error {
 func (r *reaper) sweep(ctx context.Context) {
 	now := r.clock.Now()
 	for _, tg := range r.targets {
-		objs, _, err := tg.store.ListCached(ctx, tg.prefix, storage.ListOptions{ResourceVersion: "0"})
+		objs, err := tg.store.ListDeleting(ctx, tg.prefix)
 		if err != nil {
 			continue
 		}

@@ -25,14 +25,16 @@ type memStore struct {
 	deleted []string
 }
 
-func (m *memStore) ListCached(ctx context.Context, prefix string, opts storage.ListOptions) ([]*storage.CachedObject, int64, error) {
+func (m *memStore) ListDeleting(ctx context.Context, prefix string) ([]*storage.CachedObject, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*storage.CachedObject
 	for k, o := range m.objs {
-		out = append(out, storage.NewCachedObject(k, o, 0))
+		if o.(metav1.Object).GetDeletionTimestamp() != nil {
+			out = append(out, storage.NewCachedObject(k, o, 0))
+		}
 	}
-	return out, 1, nil
+	return out, nil
 }
 
 func (m *memStore) Delete(ctx context.Context, key string, out runtime.Object, pre *storage.Preconditions) error {

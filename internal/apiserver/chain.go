@@ -15,8 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
-	"github.com/skiff-sh/skiff/internal/apiserver/admission/policy"
-	"github.com/skiff-sh/skiff/internal/apiserver/admission/webhook"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/metrics"
@@ -31,6 +30,12 @@ func publicPath(p string) bool {
 		}
 	}
 	return false
+}
+
+// hasCredentials says whether r carries a bearer token or basic
+// credentials or a client certificate.
+func hasCredentials(r *http.Request) bool {
+	return r.Header.Get("Authorization") != "" || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0)
 }
 
 type ctxKey int
@@ -138,9 +143,14 @@ func (s *Server) buildChain() http.Handler {
 
 		user, ok, err := s.authn.Authenticate(r)
 		if err != nil || !ok {
-			if publicPath(r.URL.Path) || (s.serviceAccounts.discoveryPath(r.URL.Path) && err == nil) {
+			// Only a request without credentials is anonymous: refused
+			// ones are 401 on every path, as upstream's (its bearer token
+			// authenticator calls an unknown token invalid).
+			if !hasCredentials(r) && (publicPath(r.URL.Path) || s.serviceAccounts.discoveryPath(r.URL.Path)) {
 				user = &authn.User{Name: "system:anonymous", Groups: []string{"system:unauthenticated"}}
 			} else {
+				// Audited as upstream audits failed authentication.
+				s.auditUnauthenticated(w, r, info)
 				s.codecs.writeError(w, apierrors.NewUnauthorized("Unauthorized"))
 				return
 			}
@@ -156,8 +166,9 @@ func (s *Server) buildChain() http.Handler {
 		// The audit log (auditing.go), for what the policy keeps.
 		ar := s.beginAudit(w, r, info, attrs)
 		defer s.endAudit(ar, w)
-		ctx = policy.WithAuditAnnotator(ctx, ar.Annotate)  // admission policies' audit annotations
-		ctx = webhook.WithAuditAnnotator(ctx, ar.Annotate) // admission webhooks' audit annotations
+		// Authorization, admission plugins, webhooks and policies annotate
+		// the event through the context.
+		ctx = audit.WithRequest(ctx, ar)
 		// Impersonate-* headers (impersonation.go): the request then acts
 		// as the impersonated user.
 		imp, err := impersonate(r.WithContext(ctx), s.authz, attrs)
@@ -173,10 +184,15 @@ func (s *Server) buildChain() http.Handler {
 		if !publicPath(r.URL.Path) {
 			// An authorizer may meet errors and still allow (upstream).
 			decision, reason, err := s.authz.Authorize(ctx, attrs)
-			if decision != authz.Allow {
+			if decision == authz.Allow {
+				ar.Annotate(auditDecisionKey, "allow")
+				ar.Annotate(auditReasonKey, reason)
+			} else {
 				if err != nil {
 					klog.FromContext(ctx).V(2).Info("Authorization error", "err", err)
 				}
+				ar.Annotate(auditDecisionKey, "forbid")
+				ar.Annotate(auditReasonKey, reason)
 				msg := authz.ForbiddenMessage(attrs)
 				if reason != "" {
 					msg += ": " + reason

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/crd"
@@ -32,6 +31,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry/apiextensions"
 	"github.com/skiff-sh/skiff/internal/apiserver/servicerouting"
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 	"github.com/skiff-sh/skiff/internal/storage"
 )
 
@@ -44,7 +44,7 @@ import (
 type customResources struct {
 	srv   *Server
 	crds  *resourceHandler
-	queue workqueue.TypedRateLimitingInterface[string]
+	queue *worker.Queue[string]
 
 	// handlers is what the router reads, replaced whole on every change.
 	handlers atomic.Pointer[map[schema.GroupVersionResource]*resourceHandler]
@@ -73,8 +73,8 @@ var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefi
 func newCustomResources(srv *Server) *customResources {
 	c := &customResources{
 		srv: srv, crds: srv.handlers[crdGVR], served: map[string]*servedCRD{}, synced: make(chan struct{}),
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 	}
+	c.queue = worker.NewQueue("customresourcedefinitions", c.syncKey, worker.Options[string]{})
 	empty := map[schema.GroupVersionResource]*resourceHandler{}
 	c.handlers.Store(&empty)
 	return c
@@ -108,11 +108,7 @@ func (c *customResources) Start(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	c.initialSync(ctx)
 	go c.watch(ctx)
-	go func() {
-		for c.next(ctx) {
-		}
-	}()
-	<-ctx.Done()
+	c.queue.Run(ctx)
 	c.mu.Lock()
 	for name, sc := range c.served {
 		sc.cancel()
@@ -175,24 +171,14 @@ func (c *customResources) watch(ctx context.Context) {
 	}
 }
 
-func (c *customResources) next(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(name)
+// syncKey is the queue's sync: a CRD whose objects are still being
+// deleted is looked at again a second later.
+func (c *customResources) syncKey(ctx context.Context, name string) error {
 	requeue, err := c.sync(ctx, name)
-	switch {
-	case err != nil:
-		klog.FromContext(ctx).Error(err, "sync CustomResourceDefinition", "name", name)
-		c.queue.AddRateLimited(name)
-	case requeue:
-		c.queue.Forget(name)
-		c.queue.AddAfter(name, time.Second)
-	default:
-		c.queue.Forget(name)
+	if err == nil && requeue {
+		return worker.RequeueAfter(time.Second)
 	}
-	return true
+	return err
 }
 
 // sync brings one CRD's serving and status in line with its spec.
@@ -341,8 +327,8 @@ func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *
 	s := c.srv
 	gvk := res.GroupVersion.WithKind(res.Kind)
 	codec := crd.StorageCodec{Storage: res.Custom.StorageVersion, Served: gvk, Convert: res.Custom.Convert}
-	if d := res.Custom.Default; d != nil {
-		codec.Default = func(u *unstructured.Unstructured) { d(u) }
+	if f := res.Custom.FromStorage; f != nil {
+		codec.FromStorage = func(u *unstructured.Unstructured) { f(u) }
 	}
 	name := res.Resource + groupSuffix(res.GroupVersion.Group)
 	store := storage.NewStore(s.cfg.Etcd, codec, res.New, name, storage.StoreOptions{Observer: s.metrics})

@@ -21,13 +21,21 @@ import (
 // changed), then go through the pod's update rules, managedFields and
 // admission like any update, and answer with the Pod.
 func serveEphemeralContainers(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
+	servePodSpecPart(ctx, h, w, r, info, out, podregistry.UpdateEphemeralContainers, podregistry.WithEphemeralContainersUpdate)
+}
+
+// servePodSpecPart serves a subresource that writes part of a pod's spec
+// (ephemeralcontainers, resize): get returns the Pod, update and patch go
+// through updatePodSpecPart with take and mark, and answer with the Pod.
+func servePodSpecPart(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output,
+	take func(want, cur *corev1.Pod) (*corev1.Pod, field.ErrorList), mark func(context.Context) context.Context) {
 	var result runtime.Object
 	var err error
 	switch info.Verb {
 	case "get":
 		result, err = h.get(ctx, r, info)
 	case "update", "patch":
-		result, err = h.updateEphemeralContainers(ctx, r, info)
+		result, err = h.updatePodSpecPart(ctx, r, info, take, mark)
 	default:
 		err = methodNotSupported(h.gr, info.Verb)
 	}
@@ -37,13 +45,6 @@ func serveEphemeralContainers(ctx context.Context, h *resourceHandler, w http.Re
 	}
 	h.codecs.ensureKind(result)
 	h.codecs.writeObject(w, http.StatusOK, out, result)
-}
-
-func (h *resourceHandler) updateEphemeralContainers(ctx context.Context, r *http.Request, info RequestInfo) (runtime.Object, error) {
-	return h.updatePodSpecPart(ctx, r, info, func(want, cur *corev1.Pod) (*corev1.Pod, field.ErrorList) {
-		next, errs := podregistry.UpdateEphemeralContainers(want, cur)
-		return next, errs
-	}, podregistry.WithEphemeralContainersUpdate)
 }
 
 // updatePodSpecPart is the update and patch of a subresource that writes

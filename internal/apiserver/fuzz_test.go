@@ -103,3 +103,19 @@ func FuzzListParams(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONPatchValues: an operation that needs a value and has none is a
+// 400 naming it; "value": null is a value.
+func TestJSONPatchValues(t *testing.T) {
+	cur := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","labels":{"a":"b"}}}`)
+	for _, patch := range []string{`[{"op":"test","path":""}]`, `[{"op":"add","path":"/data"}]`, `[{"op":"replace","path":"/metadata/labels"}]`} {
+		_, err := applyPatch(types.JSONPatchType, cur, []byte(patch), &corev1.ConfigMap{})
+		if st := errorToStatus(err); st.Code != 400 || !strings.Contains(st.Message, "value") {
+			t.Errorf("patch %s: %v, want 400 naming the missing value", patch, err)
+		}
+	}
+	out, err := applyPatch(types.JSONPatchType, cur, []byte(`[{"op":"replace","path":"/metadata/labels","value":null}]`), &corev1.ConfigMap{})
+	if err != nil || !strings.Contains(string(out), `"labels":null`) {
+		t.Errorf("replace with null: %s, %v", out, err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	podregistry "github.com/skiff-sh/skiff/internal/apiserver/registry/core/pod"
@@ -19,22 +18,7 @@ import (
 // PodResizeValidator look at resizes), and answer with the Pod. The node
 // agent carries the resize out and reports it in the pod's status.
 func serveResize(ctx context.Context, h *resourceHandler, w http.ResponseWriter, r *http.Request, info RequestInfo, out output) {
-	var result runtime.Object
-	var err error
-	switch info.Verb {
-	case "get":
-		result, err = h.get(ctx, r, info)
-	case "update", "patch":
-		result, err = h.updatePodSpecPart(ctx, r, info, func(want, _ *corev1.Pod) (*corev1.Pod, field.ErrorList) {
-			return want, nil // the strategy keeps the resize part
-		}, podregistry.WithResizeUpdate)
-	default:
-		err = methodNotSupported(h.gr, info.Verb)
-	}
-	if err != nil {
-		h.codecs.writeError(w, err)
-		return
-	}
-	h.codecs.ensureKind(result)
-	h.codecs.writeObject(w, http.StatusOK, out, result)
+	servePodSpecPart(ctx, h, w, r, info, out, func(want, _ *corev1.Pod) (*corev1.Pod, field.ErrorList) {
+		return want, nil // the strategy keeps the resize part
+	}, podregistry.WithResizeUpdate)
 }

@@ -288,8 +288,10 @@ func New(cfg Config) (*Server, error) {
 	s.ports = newPortClaimer(s, alloc.Ports)
 	alloc.PortClaimer = s.ports
 	s.custom = newCustomResources(s) // CRDs (customresources.go)
-	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""), builtin.PreferredGroups()...)
+	s.disco = discovery.New(s.resources, discovery.VersionInfo(Version, "", ""))
 	s.aggregation = newAggregation(s) // APIServices (aggregation.go)
+	// Groups and versions in the order of their APIServices' priorities.
+	s.disco.SetPriority(s.aggregation.agg.Priority)
 	s.openapi = openapi.New(s.resources, Version)
 	if err := s.openapi.Err(); err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)

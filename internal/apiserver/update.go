@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission"
@@ -77,7 +78,10 @@ func (h *resourceHandler) prepareUpdateFields(ctx context.Context, next, cur run
 		return apierrors.NewConflict(h.gr, cm.GetName(), fmt.Errorf("%s", storage.OptimisticLockMessage))
 	}
 	nm.SetResourceVersion(cm.GetResourceVersion())
-	nm.SetUID(cm.GetUID())
+	if nm.GetUID() == "" {
+		// A uid set to another (a patch's) fails validation: immutable.
+		nm.SetUID(cm.GetUID())
+	}
 	nm.SetCreationTimestamp(cm.GetCreationTimestamp())
 	nm.SetDeletionTimestamp(cm.GetDeletionTimestamp())
 	nm.SetDeletionGracePeriodSeconds(cm.GetDeletionGracePeriodSeconds())
@@ -229,11 +233,26 @@ func (h *resourceHandler) update(ctx context.Context, r *http.Request, info Requ
 	}
 	return h.updateWith(ctx, r, info.Namespace, info.Name, func(ctx context.Context, cur runtime.Object) (runtime.Object, error) {
 		next := obj.DeepCopyObject()
+		// The body's uid is a precondition, as upstream: a writer holding
+		// an object since deleted and created again under the same name
+		// gets a conflict instead of writing over the new one.
+		if uid, cm := uidOf(next), uidOf(cur); uid != "" && uid != cm {
+			return nil, apierrors.NewConflict(h.gr, info.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, cm))
+		}
 		if handler == registry.HandleFinalize {
 			return h.finalize(next, cur)
 		}
 		return h.finishUpdate(ctx, r, info, next, cur)
 	})
+}
+
+// uidOf is obj's uid, "" when it has none.
+func uidOf(obj runtime.Object) types.UID {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetUID()
 }
 
 // modeFor is the update rules a subresource follows.

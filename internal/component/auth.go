@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,8 @@ const DelegatedCacheTTL = 10 * time.Second
 
 // Auth guards a component's /metrics as upstream's kube-controller-manager
 // and kube-scheduler do with delegated authentication and authorization:
-// a bearer token is checked with a TokenReview, then a
+// a verified client certificate names the user (secure.go), else a bearer
+// token is checked with a TokenReview, then a
 // SubjectAccessReview asks whether its user may get the path (RBAC's
 // system:monitoring role grants /metrics). No token is 401, a refused
 // user 403; answers are cached for DelegatedCacheTTL. /healthz, /livez
@@ -90,6 +92,14 @@ func (a *Auth) Wrap(next http.Handler) http.Handler {
 }
 
 func (a *Auth) authenticate(r *http.Request) (*authenticationv1.UserInfo, error) {
+	// A client certificate the TLS handshake verified against the client
+	// CA (secure.go): CN the user, O the groups, as upstream's x509
+	// authenticator.
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		groups := append(slices.Clone(leaf.Subject.Organization), "system:authenticated")
+		return &authenticationv1.UserInfo{Username: leaf.Subject.CommonName, Groups: groups}, nil
+	}
 	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {

@@ -48,7 +48,7 @@ func TestServeWithAuth(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, stop, err := ServeWithAuth(ctx, "test", "127.0.0.1:0", reg, nil, &Auth{Client: cs, Clock: clk})
+	addr, stop, err := ServeEndpoints(ctx, "test", "127.0.0.1:0", Endpoints{Metrics: reg, Auth: &Auth{Client: cs, Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package component
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,34 +25,42 @@ import (
 
 // Serve listens on addr and serves /healthz, /livez and /readyz (which fail
 // with "[-]leaderElection failed" when watchdog, if set, reports an expired
-// Lease) and /metrics from metrics. It returns the address it bound and a
-// func that shuts the server down.
+// Lease) and /metrics from metrics, over plain HTTP. It returns the
+// address it bound and a func that shuts the server down.
 func Serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor) (string, func(), error) {
-	return ServeWithAuth(ctx, name, addr, metrics, watchdog, nil)
+	return ServeEndpoints(ctx, name, addr, Endpoints{Metrics: metrics, WatchDog: watchdog})
 }
 
-// ServeWithAuth is Serve with /metrics behind auth (auth.go) when auth is
-// not nil.
-func ServeWithAuth(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth) (string, func(), error) {
-	return serve(ctx, name, addr, metrics, watchdog, auth, false)
+// Endpoints are what a component serves beside its work.
+type Endpoints struct {
+	// Metrics is served on /metrics.
+	Metrics prometheus.Gatherer
+	// WatchDog, when set, fails the health paths once the Lease expired.
+	WatchDog *leaderelection.HealthzAdaptor
+	// Auth, when set, guards /metrics and the profiles (auth.go).
+	Auth *Auth
+	// Profiling serves Go's profiles under /debug/pprof/, as upstream
+	// components do with --profiling.
+	Profiling bool
+	// TLS, when set, serves HTTPS (the secure port, secure.go); else plain
+	// HTTP.
+	TLS *tls.Config
 }
 
-// ServeWithProfiling is ServeWithAuth that also serves Go's profiles
-// under /debug/pprof/ behind the same auth, as upstream components do with
-// --profiling.
-func ServeWithProfiling(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth) (string, func(), error) {
-	return serve(ctx, name, addr, metrics, watchdog, auth, true)
-}
-
-func serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, watchdog *leaderelection.HealthzAdaptor, auth *Auth, profiling bool) (string, func(), error) {
+// ServeEndpoints listens on addr and serves e: /healthz, /livez, /readyz
+// always open, /metrics and the profiles behind e.Auth.
+func ServeEndpoints(ctx context.Context, name, addr string, e Endpoints) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
+	if e.TLS != nil {
+		ln = tls.NewListener(ln, e.TLS)
+	}
 	mux := http.NewServeMux()
 	healthz := func(w http.ResponseWriter, r *http.Request) {
-		if watchdog != nil {
-			if err := watchdog.Check(r); err != nil {
+		if e.WatchDog != nil {
+			if err := e.WatchDog.Check(r); err != nil {
 				http.Error(w, "[-]leaderElection failed: "+err.Error(), http.StatusInternalServerError)
 				return
 			}
@@ -62,16 +71,12 @@ func serve(ctx context.Context, name, addr string, metrics prometheus.Gatherer, 
 	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/livez", healthz)
 	mux.HandleFunc("/readyz", healthz)
-	var metricsHandler http.Handler = promhttp.HandlerFor(metrics, promhttp.HandlerOpts{})
-	if auth != nil {
-		metricsHandler = auth.Wrap(metricsHandler)
+	guard := func(h http.Handler) http.Handler { return h }
+	if e.Auth != nil {
+		guard = e.Auth.Wrap
 	}
-	mux.Handle("/metrics", metricsHandler)
-	if profiling {
-		guard := func(h http.Handler) http.Handler { return h }
-		if auth != nil {
-			guard = auth.Wrap
-		}
+	mux.Handle("/metrics", guard(promhttp.HandlerFor(e.Metrics, promhttp.HandlerOpts{})))
+	if e.Profiling {
 		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
 		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
 		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
@@ -102,12 +107,33 @@ type Election struct {
 	LeaseDuration, RenewDeadline time.Duration
 	RetryPeriod                  time.Duration
 	WatchDog                     *leaderelection.HealthzAdaptor
+	// Recampaign: when leadership is lost, stop run and campaign for the
+	// Lease again instead of returning ErrLeadershipLost. A component
+	// running in its own process exits instead, as upstream's do, and its
+	// supervisor starts it again; one inside `skiff server` must not take
+	// the API server and etcd down with it.
+	Recampaign bool
 }
 
+// ErrLeadershipLost is what RunLeading returns (wrapped with the
+// component's name) when the Lease was lost.
+var ErrLeadershipLost = errors.New("leader election lost")
+
 // RunLeading runs run while this process holds the Lease, releasing it when
-// ctx ends. It returns run's error, nil when ctx ended, or an error when
-// leadership was lost.
+// ctx ends. It returns run's error, nil when ctx ended, or ErrLeadershipLost
+// when leadership was lost and e.Recampaign is not set; with it, each lost
+// term ends run's context, and run runs again at the next one.
 func RunLeading(ctx context.Context, e Election, run func(context.Context) error) error {
+	for {
+		err := runLeadingOnce(ctx, e, run)
+		if !e.Recampaign || !errors.Is(err, ErrLeadershipLost) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Leadership lost; campaigning again", "lease", e.Namespace+"/"+e.Lease, "identity", e.Identity)
+	}
+}
+
+func runLeadingOnce(ctx context.Context, e Election, run func(context.Context) error) error {
 	logger := klog.FromContext(ctx)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Lease},
@@ -156,11 +182,14 @@ func RunLeading(ctx context.Context, e Election, run func(context.Context) error
 		<-done
 	default:
 	}
+	if ctx.Err() != nil {
+		// Stopping: what run met as everything it reads stopped with it
+		// (an informer that would not take a handler any more, a cache
+		// that never synced) is not a failure.
+		return nil
+	}
 	if runErr != nil {
 		return runErr
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return fmt.Errorf("%s: leader election lost", e.Name)
+	return fmt.Errorf("%s: %w", e.Name, ErrLeadershipLost)
 }

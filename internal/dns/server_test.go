@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -511,5 +513,48 @@ func TestProbe(t *testing.T) {
 	}
 	if got := s.MetricsAddr(); got != "" {
 		t.Errorf("metrics served at %q on a taken port", got)
+	}
+}
+
+// TestMetrics: each answer is counted under CoreDNS's metric names and
+// labels (a dashboard or alert written for CoreDNS reads them), served
+// with /health on the metrics address.
+func TestMetrics(t *testing.T) {
+	s, _ := startServer(t, Options{Upstreams: []string{}, MetricsAddress: "127.0.0.1:0"}, clusterObjects()...)
+	query(t, s, "udp", "web.default.svc.cluster.local.", mdns.TypeA, false)
+	query(t, s, "udp", "web.default.svc.cluster.local.", mdns.TypeA, false)
+	query(t, s, "tcp", "web.default.svc.cluster.local.", mdns.TypeSRV, false)
+	query(t, s, "udp", "missing.default.svc.cluster.local.", mdns.TypeA, false)
+	query(t, s, "udp", "example.com.", mdns.TypeA, false) // no upstream: SERVFAIL
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + s.MetricsAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/health"); code != http.StatusOK || body != "OK" {
+		t.Errorf("/health = %d %q, want 200 OK", code, body)
+	}
+	_, body := get("/metrics")
+	server := `server="dns://127.0.0.1:0"`
+	for _, want := range []string{
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="A",view="",zone="cluster.local."} 3`,
+		`coredns_dns_requests_total{family="1",proto="tcp",` + server + `,type="SRV",view="",zone="cluster.local."} 1`,
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="A",view="",zone="."} 1`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,type="A",view="",zone="cluster.local."} 3`,
+		`coredns_dns_responses_total{plugin="",rcode="NOERROR",` + server + `,view="",zone="cluster.local."} 3`,
+		`coredns_dns_responses_total{plugin="",rcode="NXDOMAIN",` + server + `,view="",zone="cluster.local."} 1`,
+		`coredns_dns_responses_total{plugin="",rcode="SERVFAIL",` + server + `,view="",zone="."} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
 	}
 }

@@ -121,6 +121,7 @@ func mountedAt(mounts []*runtimeapi.Mount, path string) bool {
 func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container, volumePaths map[string]string, imageVolumes map[string]*runtimeapi.ImageSpec,
 	lookup func(string) (string, bool)) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
+	readOnly := readOnlyVolumes(pod)
 	for _, vm := range c.VolumeMounts {
 		host, ok := volumePaths[vm.Name]
 		if !ok {
@@ -153,7 +154,7 @@ func (k *Kubelet) mounts(pod *corev1.Pod, c *corev1.Container, volumePaths map[s
 			}
 			host = p
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly || readOnly[vm.Name]}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case corev1.MountPropagationHostToContainer:
@@ -220,4 +221,22 @@ func (k *Kubelet) writeEtcHosts(pod *corev1.Pod, podIPs []string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// readOnlyVolumes are the pod's volumes mounted read-only whatever the
+// volumeMount says, as upstream's volume plugins mount them: the kubelet's
+// own projections (configMap, secret, downwardAPI, projected: their files
+// are only ever replaced by the kubelet) and a persistentVolumeClaim the
+// pod asks for readOnly.
+func readOnlyVolumes(pod *corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+			out[v.Name] = true
+		case v.PersistentVolumeClaim != nil:
+			out[v.Name] = v.PersistentVolumeClaim.ReadOnly
+		}
+	}
+	return out
 }

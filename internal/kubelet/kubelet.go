@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	nodelisters "k8s.io/client-go/listers/node/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -201,6 +202,13 @@ type Kubelet struct {
 	probes        *probeManager
 	serviceLister corelisters.ServiceLister
 	podLister     corelisters.PodLister
+	// runtimeClasses resolve a pod's runtimeClassName to its CRI handler
+	// (runtimeclass.go).
+	runtimeClasses nodelisters.RuntimeClassLister
+	// configMaps and secrets hold the objects the pods reference, each
+	// kept by a watch of its own (objectcache.go).
+	configMaps *objectCache
+	secrets    *objectCache
 
 	runtimeName    string
 	runtimeVersion string
@@ -217,6 +225,8 @@ type Kubelet struct {
 	node         *corev1.Node
 	networkReady bool
 	hostAddrs    []string
+	// handlers are the runtime's handlers for status.runtimeHandlers.
+	handlers []corev1.NodeRuntimeHandler
 	// statusKick asks the status loop for a check now.
 	statusKick chan struct{}
 	// containerSnap is the last relist's containers by "<pod uid>/<name>"
@@ -252,6 +262,8 @@ func New(client kubernetes.Interface, rs internalapi.RuntimeService, is internal
 		statusKick:   make(chan struct{}, 1),
 		runtimeName:  "containerd",
 		metrics:      opts.Metrics,
+		configMaps:   newConfigMapCache(client),
+		secrets:      newSecretCache(client),
 	}
 	k.alloc = loadAllocations("")
 	if opts.RootDir != "" {
@@ -338,6 +350,9 @@ func (k *Kubelet) Start(ctx context.Context) error {
 	svcFactory := informers.NewSharedInformerFactory(k.client, 0)
 	k.serviceLister = svcFactory.Core().V1().Services().Lister()
 	svcFactory.Core().V1().Services().Informer()
+	rcInformer := svcFactory.Node().V1().RuntimeClasses()
+	k.runtimeClasses = rcInformer.Lister()
+	rcInformer.Informer()
 
 	defer podFactory.Shutdown()
 	defer nodeFactory.Shutdown()
@@ -356,7 +371,7 @@ func (k *Kubelet) Start(ctx context.Context) error {
 	}
 	// Services matter for env vars only: wait a little, not forever.
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	cache.WaitForCacheSync(waitCtx.Done(), svcFactory.Core().V1().Services().Informer().HasSynced)
+	cache.WaitForCacheSync(waitCtx.Done(), svcFactory.Core().V1().Services().Informer().HasSynced, rcInformer.Informer().HasSynced)
 	cancel()
 
 	var wg sync.WaitGroup
@@ -501,13 +516,25 @@ func (k *Kubelet) ContainerID(ctx context.Context, uid types.UID, container stri
 // ---- Sources for volumes and env. ----
 
 // ConfigMap reads a ConfigMap (volume.Getter).
+// Read from the watch of each referenced ConfigMap (objectcache.go); the
+// object is shared: callers do not change it.
 func (k *Kubelet) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	return k.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	obj, err := k.configMaps.read(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.ConfigMap), nil
 }
 
 // Secret reads a Secret (volume.Getter).
+// Read from the watch of each referenced Secret (objectcache.go), shared as
+// ConfigMap's.
 func (k *Kubelet) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	return k.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	obj, err := k.secrets.read(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Secret), nil
 }
 
 // RequestToken asks for a service-account token as this node

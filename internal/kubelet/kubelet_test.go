@@ -2,15 +2,19 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/skiff-sh/skiff/internal/testing/fakecri"
@@ -238,6 +242,12 @@ func TestDeletedPodIsCleanedUp(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The sandbox is stopped once (the kill); its removal needs no second
+	// stop: RemovePodSandbox stops it anyway, and every stop is a CNI DEL
+	// of all the network's plugins in containerd.
+	if n := h.runtime.SandboxStops(); n != 1 {
+		t.Errorf("StopPodSandbox called %d times for one deleted pod, want 1", n)
+	}
 }
 
 func TestRejectedPod(t *testing.T) {
@@ -360,5 +370,43 @@ func TestStatusKeepsOthersConditions(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("DisruptionTarget gone after the kubelet's writes: %+v", p.Status.Conditions)
+	}
+}
+
+// TestStatusPatchCarriesUID: every status the kubelet writes names the
+// pod's uid, so that the API server refuses it for a pod deleted and
+// created again under the same name (a StatefulSet's) instead of giving
+// the new pod the old one's status.
+func TestStatusPatchCarriesUID(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	var patches []string
+	h.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetSubresource() == "status" {
+			mu.Lock()
+			patches = append(patches, string(p.GetPatch()))
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	pod := bound("web", corev1.RestartPolicyAlways)
+	if _, err := h.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPod("web", "running", running)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(patches) == 0 {
+		t.Fatal("no status patch written")
+	}
+	for _, p := range patches {
+		var body struct {
+			Metadata struct {
+				UID types.UID `json:"uid"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(p), &body); err != nil || body.Metadata.UID != pod.UID {
+			t.Errorf("status patch %s: uid %q (%v), want %q", p, body.Metadata.UID, err, pod.UID)
+		}
 	}
 }

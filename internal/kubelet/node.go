@@ -194,6 +194,9 @@ func (k *Kubelet) desiredStatus(old *corev1.Node, m Machine, readyErr string) co
 		s.Features = old.Status.Features
 		s.DeclaredFeatures = old.Status.DeclaredFeatures
 	}
+	if hs := k.nodeRuntimeHandlers(); hs != nil {
+		s.RuntimeHandlers = hs
+	}
 	s.Conditions = nodeConditions(oldConds, readyErr, k.pressureConditions(), now)
 	return s
 }
@@ -217,6 +220,9 @@ func (k *Kubelet) runtimeReadyError(ctx context.Context) string {
 		if (c.Type == runtimeapi.RuntimeReady || c.Type == runtimeapi.NetworkReady) && !c.Status {
 			msgs = append(msgs, fmt.Sprintf("%s=false reason:%s message:%s", c.Type, c.Reason, c.Message))
 		}
+	}
+	if hs := resp.GetRuntimeHandlers(); hs != nil {
+		k.setRuntimeHandlers(hs)
 	}
 	netReady := true
 	for _, c := range resp.GetStatus().GetConditions() {

@@ -61,7 +61,11 @@ func cgroupParent(root string, pod *corev1.Pod) string {
 	return path.Join(root, "kubepods", "burstable", "pod"+string(pod.UID))
 }
 
-// dnsConfig is the pod's resolv.conf as upstream's DNS configurer builds it.
+// dnsConfig is the pod's resolv.conf as upstream's DNS configurer builds it:
+// the base from the policy, the pod's dnsConfig appended without
+// duplicates (its options replacing those of the same name), then at most
+// 3 nameservers and a search line within the resolver's limits, with a
+// DNSConfigForming warning on the pod when something was left out.
 func (k *Kubelet) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
 	policy := pod.Spec.DNSPolicy
 	if policy == "" {
@@ -86,12 +90,12 @@ func (k *Kubelet) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
 		cfg.Servers = append(cfg.Servers, k.opts.ClusterDNS...)
 		d := k.opts.ClusterDomain
 		cfg.Searches = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
-		cfg.Searches = append(cfg.Searches, host.searches...)
+		cfg.Searches = omitDuplicates(append(cfg.Searches, host.searches...))
 		cfg.Options = []string{"ndots:5"}
 	}
 	if pod.Spec.DNSConfig != nil {
-		cfg.Servers = append(cfg.Servers, pod.Spec.DNSConfig.Nameservers...)
-		cfg.Searches = append(cfg.Searches, pod.Spec.DNSConfig.Searches...)
+		cfg.Servers = omitDuplicates(append(cfg.Servers, pod.Spec.DNSConfig.Nameservers...))
+		cfg.Searches = omitDuplicates(append(cfg.Searches, pod.Spec.DNSConfig.Searches...))
 		for _, o := range pod.Spec.DNSConfig.Options {
 			opt := o.Name
 			if o.Value != nil {
@@ -100,10 +104,63 @@ func (k *Kubelet) dnsConfig(pod *corev1.Pod) *runtimeapi.DNSConfig {
 			cfg.Options = mergeOption(cfg.Options, opt)
 		}
 	}
-	if len(cfg.Searches) > 32 {
-		cfg.Searches = cfg.Searches[:32]
+	var omitted []string
+	if len(cfg.Servers) > maxDNSNameservers {
+		cfg.Servers = cfg.Servers[:maxDNSNameservers]
+		omitted = append(omitted, "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: "+strings.Join(cfg.Servers, " "))
+	}
+	if searches, cut := searchFitsLimits(cfg.Searches); cut {
+		cfg.Searches = searches
+		omitted = append(omitted, "Search Line limits were exceeded, some search paths have been omitted, the applied search line is: "+strings.Join(searches, " "))
+	}
+	for _, m := range omitted {
+		if k.recorder != nil {
+			k.recorder.Event(pod, corev1.EventTypeWarning, "DNSConfigForming", m)
+		}
 	}
 	return cfg
+}
+
+// The resolver's limits, as the API's validation and upstream's kubelet
+// keep them.
+const (
+	maxDNSNameservers     = 3
+	maxDNSSearchPaths     = 32
+	maxDNSSearchListChars = 2048
+	maxDNSSearchPathChars = 253
+)
+
+// searchFitsLimits keeps the first 32 search paths, drops those longer than
+// a DNS name may be (some resolvers abort on them) and then cuts paths off
+// the end until the line fits 2048 characters; cut says whether any went.
+func searchFitsLimits(searches []string) (kept []string, cut bool) {
+	if len(searches) > maxDNSSearchPaths {
+		searches, cut = searches[:maxDNSSearchPaths], true
+	}
+	for _, s := range searches {
+		if len(s) > maxDNSSearchPathChars {
+			cut = true
+			continue
+		}
+		kept = append(kept, s)
+	}
+	for len(kept) > 0 && len(strings.Join(kept, " ")) > maxDNSSearchListChars {
+		kept, cut = kept[:len(kept)-1], true
+	}
+	return kept, cut
+}
+
+// omitDuplicates keeps the first of each value, in order.
+func omitDuplicates(values []string) []string {
+	seen := map[string]bool{}
+	out := values[:0:0]
+	for _, v := range values {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func mergeOption(opts []string, o string) []string {
@@ -119,6 +176,10 @@ func mergeOption(opts []string, o string) []string {
 
 type resolv struct{ servers, searches, options []string }
 
+// hostResolvConf reads the host's resolv.conf as upstream's kubelet does:
+// nameservers accumulate, the last search line wins (trailing dots
+// dropped, "." ignored), and options accumulate with a later one replacing
+// an earlier one of the same name.
 func hostResolvConf(path string) resolv {
 	var r resolv
 	if path == "" {
@@ -139,9 +200,16 @@ func hostResolvConf(path string) resolv {
 		case "nameserver":
 			r.servers = append(r.servers, fields[1])
 		case "search":
-			r.searches = fields[1:]
+			r.searches = nil
+			for _, s := range fields[1:] {
+				if s != "." {
+					r.searches = append(r.searches, strings.TrimSuffix(s, "."))
+				}
+			}
 		case "options":
-			r.options = fields[1:]
+			for _, o := range fields[1:] {
+				r.options = mergeOption(r.options, o)
+			}
 		}
 	}
 	return r

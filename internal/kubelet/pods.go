@@ -47,6 +47,7 @@ func (k *Kubelet) podChanged(ctx context.Context, obj any) {
 		// config source, it does not trigger a sync.
 		return
 	}
+	k.registerObjects(ctx, pod)
 	w := k.ensureWorker(ctx, pod.UID)
 	if old != nil {
 		w.updated.Store(true)
@@ -77,6 +78,7 @@ func (k *Kubelet) podDeleted(ctx context.Context, pod *corev1.Pod) {
 	k.mu.Lock()
 	delete(k.pods, pod.UID)
 	k.mu.Unlock()
+	k.unregisterObjects(pod.UID)
 	k.ensureWorker(ctx, pod.UID).poke()
 }
 
@@ -135,6 +137,7 @@ func (k *Kubelet) runWorker(ctx context.Context, w *podWorker) {
 			delete(k.workers, w.uid)
 			k.mu.Unlock()
 			k.probes.removePod(w.uid)
+			k.unregisterObjects(w.uid)
 			k.crashBackoff.Forget(string(w.uid) + "/")
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -17,7 +16,7 @@ func (k *Kubelet) pullAuth(ctx context.Context, pod *corev1.Pod, image string) (
 	host := registryHost(image)
 	var out []*runtimeapi.AuthConfig
 	for _, ref := range pod.Spec.ImagePullSecrets {
-		s, err := k.client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := k.Secret(ctx, pod.Namespace, ref.Name)
 		if err != nil {
 			continue
 		}
@@ -39,10 +38,17 @@ func (k *Kubelet) pullAuth(ctx context.Context, pod *corev1.Pod, image string) (
 		for server, a := range cfg.Auths {
 			server = strings.TrimPrefix(strings.TrimPrefix(server, "https://"), "http://")
 			server = strings.SplitN(server, "/", 2)[0]
+			if server == "index.docker.io" || server == "registry-1.docker.io" {
+				server = "docker.io"
+			}
 			if server != host {
 				continue
 			}
-			ac := &runtimeapi.AuthConfig{Username: a.Username, Password: a.Password, ServerAddress: server}
+			// No ServerAddress, as upstream's kubelet: the host is matched
+			// here, and containerd compares ServerAddress as a URL's host,
+			// so "registry:5000" (no scheme) never matched and the
+			// credentials were dropped ("no basic auth credentials").
+			ac := &runtimeapi.AuthConfig{Username: a.Username, Password: a.Password}
 			if a.Auth != "" && a.Username == "" {
 				if b, err := base64.StdEncoding.DecodeString(a.Auth); err == nil {
 					if u, p, ok := strings.Cut(string(b), ":"); ok {

@@ -328,8 +328,12 @@ func (k *Kubelet) writeStatus(ctx context.Context, pod *corev1.Pod, status corev
 		} `json:"metadata"`
 		Status corev1.PodStatus `json:"status"`
 	}
+	// The uid only in the new object, so that it is in the patch: the API
+	// server refuses it if the pod was deleted and created again under the
+	// same name (a StatefulSet's), instead of giving the new pod this one's
+	// status.
 	var oldObj, newObj statusOnly
-	oldObj.Metadata.UID, newObj.Metadata.UID = pod.UID, pod.UID
+	newObj.Metadata.UID = pod.UID
 	oldObj.Status, newObj.Status = pod.Status, status
 	oldJSON, _ := json.Marshal(oldObj)
 	newJSON, _ := json.Marshal(newObj)
@@ -480,14 +484,11 @@ func (k *Kubelet) createSandbox(ctx context.Context, pod *corev1.Pod, attempt in
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", err
 	}
-	return k.runtime.RunPodSandbox(ctx, cfg, runtimeHandler(pod))
-}
-
-func runtimeHandler(pod *corev1.Pod) string {
-	if pod.Spec.RuntimeClassName != nil {
-		return *pod.Spec.RuntimeClassName
+	handler, err := k.runtimeHandler(pod)
+	if err != nil {
+		return "", err
 	}
-	return ""
+	return k.runtime.RunPodSandbox(ctx, cfg, handler)
 }
 
 // backoffKey identifies a container's crash-loop back-off: the pod, the
@@ -662,7 +663,8 @@ func (k *Kubelet) killPod(ctx context.Context, pod *corev1.Pod, st *podstate.Pod
 	}
 }
 
-// removePod removes a gone pod's containers, sandboxes and directories.
+// removePod removes a gone pod's containers, sandboxes and directories,
+// after killPod.
 func (k *Kubelet) removePod(ctx context.Context, uid types.UID, st *podstate.Pod) error {
 	for _, c := range st.Containers {
 		if err := k.runtime.RemoveContainer(ctx, c.ID); err != nil {
@@ -670,9 +672,10 @@ func (k *Kubelet) removePod(ctx context.Context, uid types.UID, st *podstate.Pod
 		}
 	}
 	for _, s := range st.Sandboxes {
-		if err := k.runtime.StopPodSandbox(ctx, s.ID); err != nil {
-			return err
-		}
+		// No StopPodSandbox here: the kill before stopped the sandboxes,
+		// RemovePodSandbox stops one anyway, and containerd tears the pod
+		// network down (CNI DEL, every plugin of the network run again) at
+		// each stop.
 		if err := k.runtime.RemovePodSandbox(ctx, s.ID); err != nil {
 			return err
 		}

@@ -55,7 +55,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -64,10 +63,11 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	storagehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/skiff-sh/skiff/internal/controller/worker"
 )
 
 // Provisioner name and the StorageClass k3s ships.
@@ -113,7 +113,7 @@ type Provisioner struct {
 	volumes  corelisters.PersistentVolumeLister
 	classes  storagelisters.StorageClassLister
 	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *worker.Queue[string]
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
 	ready    chan struct{}
@@ -132,8 +132,7 @@ func New(client kubernetes.Interface, nodeName, root string, opts Options) (*Pro
 	classes := p.factory.Storage().V1().StorageClasses()
 	p.claims, p.volumes, p.classes = pvcs.Lister(), pvs.Lister(), classes.Lister()
 	p.synced = []cache.InformerSynced{pvcs.Informer().HasSynced, pvs.Informer().HasSynced, classes.Informer().HasSynced}
-	p.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "local_path_provisioner"})
+	p.queue = worker.NewQueue("local_path_provisioner", p.sync, worker.Options[string]{})
 	p.events = record.NewBroadcaster()
 	p.recorder = p.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: ProvisionerName + "_" + nodeName})
 
@@ -182,39 +181,22 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), p.synced...) {
 		return nil // ctx is done
 	}
-	go func() {
-		<-ctx.Done()
-		p.queue.ShutDown()
-	}()
-	for p.next(ctx) {
-	}
+	p.queue.Run(ctx)
 	return nil
 }
 
-func (p *Provisioner) next(ctx context.Context) bool {
-	key, quit := p.queue.Get()
-	if quit {
-		return false
-	}
-	defer p.queue.Done(key)
-	var err error
+// sync handles one key: "claim/<ns>/<name>", "volume/<name>" or
+// "resize/<ns>/<name>".
+func (p *Provisioner) sync(ctx context.Context, key string) error {
 	switch kind, rest, _ := strings.Cut(key, "/"); kind {
 	case "claim":
-		err = p.syncClaim(ctx, rest)
+		return p.syncClaim(ctx, rest)
 	case "volume":
-		err = p.syncVolume(ctx, rest)
+		return p.syncVolume(ctx, rest)
 	case "resize":
-		err = p.syncResize(ctx, rest)
+		return p.syncResize(ctx, rest)
 	}
-	if err == nil {
-		p.queue.Forget(key)
-		return true
-	}
-	if !apierrors.IsConflict(err) {
-		utilruntime.HandleErrorWithContext(ctx, err, "local-path sync failed", "key", key)
-	}
-	p.queue.AddRateLimited(key)
-	return true
+	return nil
 }
 
 // wantsVolume: an unbound claim the binder handed to us for this node.

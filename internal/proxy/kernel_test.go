@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,7 +103,8 @@ func TestKernel(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := prometheus.NewRegistry()
-	p := New(client, Options{NodeName: "n1", Runner: runner, Conntrack: ct, MinSyncPeriod: 50 * time.Millisecond, Metrics: reg})
+	faulty := &refusedRunner{NFT: runner}
+	p := New(client, Options{NodeName: "n1", Runner: faulty, Conntrack: ct, MinSyncPeriod: 50 * time.Millisecond, Metrics: reg})
 	done := make(chan error, 1)
 	go func() { done <- p.Start(ctx) }()
 	select {
@@ -215,6 +217,40 @@ func TestKernel(t *testing.T) {
 			t.Errorf("%v failed syncs", n)
 		}
 	})
+	t.Run("a sync the kernel refuses leaves the last good rules, counted and reported", func(t *testing.T) {
+		// nft refuses the whole transaction (a rule for a chain that does
+		// not exist rides along), so the kernel keeps the rules before it.
+		faulty.refuse.Store(true)
+		s := slice("default", "web", "http", v1.ProtocolTCP, 8080, eps[0])
+		if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a failed sync counted", func() bool {
+			return counterValue(t, reg, "kubeproxy_sync_proxy_rules_nftables_sync_failures_total") >= 1
+		})
+		waitFor(t, "a SyncProxyRulesFailed event on the Node", func() bool {
+			evs, _ := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+			for _, e := range evs.Items {
+				if e.Reason == "SyncProxyRulesFailed" && e.InvolvedObject.Name == "n1" && strings.Contains(e.Message, "no-such-chain") {
+					return true
+				}
+			}
+			return false
+		})
+		waitRules(t, runner, func(listing string) bool {
+			return strings.Contains(listing, "numgen random mod 2 map { 0 : 10.42.1.2 . 8080, 1 : 10.42.2.2 . 8080 }")
+		})
+		if seen := spread(t, topo.Node, "10.43.0.20:80", 30); len(seen) != 2 {
+			t.Errorf("while syncs fail: %v, want pod1 and pod2 as before", seen)
+		}
+		faulty.refuse.Store(false)
+		waitRules(t, runner, func(listing string) bool {
+			return !strings.Contains(listing, "10.42.2.2 . 8080") && strings.Contains(listing, "meta l4proto tcp dnat to 10.42.1.2:8080")
+		})
+		if seen := spread(t, topo.Node, "10.43.0.20:80", 20); len(seen) != 1 || seen["pod1"] == 0 {
+			t.Errorf("after recovery: %v, want pod1 only", seen)
+		}
+	})
 	t.Run("rules stay when the proxy exits and restarts, no attempt fails", func(t *testing.T) {
 		// A client dials the Service without pause through the exit, the
 		// restart and the new proxier's first (full) sync.
@@ -297,4 +333,18 @@ func waitRules(t *testing.T, r NFT, ok func(string) bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// refusedRunner is the real nft, made to send, while refuse is set, a
+// transaction the kernel rejects as a whole.
+type refusedRunner struct {
+	NFT
+	refuse atomic.Bool
+}
+
+func (r *refusedRunner) Apply(ctx context.Context, script string) error {
+	if r.refuse.Load() {
+		script += "add rule ip " + Table + " no-such-chain accept\n"
+	}
+	return r.NFT.Apply(ctx, script)
 }

@@ -3,14 +3,20 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/agent"
+	"github.com/skiff-sh/skiff/internal/agent/containerd"
 	"github.com/skiff-sh/skiff/internal/pki"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
 )
@@ -81,4 +87,36 @@ func kubeletAddresses() []string {
 		}
 	}
 	return out
+}
+
+// agentRuntimes are the OCI runtimes the in-process agent's containerd
+// offers beside runc (crun when it is on PATH); none with an external CRI
+// socket, whose handlers are its own business.
+func agentRuntimes(cfg Config) []containerd.Runtime {
+	if cfg.DisableAgent || cfg.Agent.ContainerRuntimeEndpoint != "" {
+		return nil
+	}
+	if rts := cfg.Agent.Containerd.Runtimes; rts != nil {
+		return rts
+	}
+	found, _ := containerd.DetectRuntimes()
+	return found
+}
+
+// ensureRuntimeClasses creates a RuntimeClass of each such runtime, named
+// after it with the handler of its name (as k3s ships RuntimeClasses for the
+// runtimes it configures), so a pod picks crun with `runtimeClassName:
+// crun`. An existing RuntimeClass of that name is left as it is.
+func ensureRuntimeClasses(ctx context.Context, client kubernetes.Interface, runtimes []containerd.Runtime) error {
+	for _, rt := range runtimes {
+		rc := &nodev1.RuntimeClass{
+			ObjectMeta: metav1.ObjectMeta{Name: rt.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "skiff"}},
+			Handler:    rt.Name,
+		}
+		_, err := client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("RuntimeClass %s: %w", rt.Name, err)
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -33,6 +34,7 @@ import (
 	"github.com/skiff-sh/skiff/internal/server/bootstrap"
 	"github.com/skiff-sh/skiff/internal/server/join"
 	"github.com/skiff-sh/skiff/internal/server/lifecycle"
+	"github.com/skiff-sh/skiff/internal/sharedinformers"
 )
 
 // Defaults.
@@ -283,6 +285,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := reconcilePolicy(ctx, client, cfg.ReadyTimeout, !useServiceAccountCredentials(cfg)); err != nil {
 		return err
 	}
+	if err := ensureRuntimeClasses(ctx, client, agentRuntimes(cfg)); err != nil {
+		return err
+	}
 	if _, err := joiner.Ensure(ctx, client, filepath.Join(cfg.DataDir, join.TokenFile)); err != nil {
 		return fmt.Errorf("join token: %w", err)
 	}
@@ -293,12 +298,27 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// The controller manager and the scheduler read one cache of each
+	// type when both run here (the controller manager's identity lists and
+	// watches for both: it may read everything).
+	var shared *sharedinformers.Process
+	if !cfg.DisableControllerManager && !cfg.DisableScheduler {
+		resync := manager.DefaultResyncPeriod
+		if cfg.ControllerOptions != nil && cfg.ControllerOptions.ResyncPeriod > 0 {
+			resync = cfg.ControllerOptions.ResyncPeriod
+		}
+		if shared, err = newSharedInformers(ctx, cmConfig, resync, api); err != nil {
+			return err
+		}
+		// Deferred first, so it runs last: after both components have stopped.
+		defer shared.Shutdown()
+	}
 	var cmDone <-chan struct{} // nil, never ready, when disabled
 	var cmHandle *lifecycle.Handle
 	if cfg.DisableControllerManager {
 		logger.V(1).Info("Controller manager disabled")
 	} else {
-		if cmHandle, err = launchControllerManager(ctx, cfg, cmConfig, registry); err != nil {
+		if cmHandle, err = launchControllerManager(ctx, cfg, cmConfig, registry, shared); err != nil {
 			return err
 		}
 		cmDone = cmHandle.Done()
@@ -321,7 +341,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.DisableScheduler {
 		logger.V(1).Info("Scheduler disabled")
 	} else {
-		if schedHandle, err = launchScheduler(ctx, cfg, schedConfig, registry); err != nil {
+		if schedHandle, err = launchScheduler(ctx, cfg, schedConfig, registry, shared); err != nil {
 			return err
 		}
 		schedDone = schedHandle.Done()
@@ -401,7 +421,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // kube-system/kube-controller-manager is on, with an identity that is
 // stable for this host and data directory: a restarted server takes its
 // Lease back at once, and servers sharing an external etcd elect one.
-func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry) (*lifecycle.Handle, error) {
+func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry, shared *sharedinformers.Process) (*lifecycle.Handle, error) {
 	opts := manager.Options{Controller: manager.DefaultControllerOptions()}
 	if cfg.ControllerOptions != nil {
 		opts = *cfg.ControllerOptions
@@ -411,6 +431,7 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 	}
 	opts.Metrics = registry
 	opts.Address = ""
+	opts.SharedInformers = shared
 	if len(opts.Controller.RootCAPEM) == 0 {
 		// Published as kube-root-ca.crt in every namespace.
 		opts.Controller.RootCAPEM = restConfig.CAData
@@ -429,6 +450,7 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 	}
 	opts.UseServiceAccountCredentials = useServiceAccountCredentials(cfg)
 	opts.LeaderElect = true
+	opts.Recampaign = true // a lost term must not stop the server
 	if opts.Identity == "" {
 		host, _ := os.Hostname()
 		sum := sha256.Sum256([]byte(cfg.DataDir))
@@ -439,6 +461,40 @@ func launchControllerManager(ctx context.Context, cfg Config, restConfig *rest.C
 		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 	return lifecycle.Launch(ctx, "controller-manager", cm, cfg.ReadyTimeout)
+}
+
+// newSharedInformers is the informer factory the in-process controller
+// manager and scheduler share, under the controller manager's identity,
+// with its resync period (the scheduler's handlers take none) and both
+// components' transform (no managedFields), prepared with the indexes the
+// controllers add. Its informers of the resources the API server's watch
+// cache serves in process (pods and nodes) read that cache directly, and
+// hold its objects instead of a decoded copy. Its informers run until ctx
+// is done.
+func newSharedInformers(ctx context.Context, cmConfig *rest.Config, resync time.Duration, api *apiserver.Server) (*sharedinformers.Process, error) {
+	c := rest.CopyConfig(cmConfig)
+	c.UserAgent = manager.UserAgent + "/shared-informers"
+	client, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("shared informers: %w", err)
+	}
+	shared := sharedinformers.New(ctx, client, resync, InProcessCaches(api))
+	if err := manager.PrepareInformers(shared.Factory()); err != nil {
+		return nil, fmt.Errorf("shared informers: %w", err)
+	}
+	return shared, nil
+}
+
+// InProcessCaches are the API server's watch caches that in-process
+// informers read directly (sharedinformers.Caches).
+func InProcessCaches(api *apiserver.Server) sharedinformers.Caches {
+	return func(gvr schema.GroupVersionResource) (sharedinformers.Cache, bool) {
+		c, ok := api.InProcessCache(gvr)
+		if !ok {
+			return nil, false
+		}
+		return c, true
+	}
 }
 
 // useServiceAccountCredentials: each controller runs as its own
@@ -454,7 +510,7 @@ func useServiceAccountCredentials(cfg Config) bool {
 // opens no port (a separate `skiff scheduler` can take 10259), and it
 // elects a leader on the Lease kube-system/kube-scheduler with an identity
 // stable for this host and data directory.
-func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry) (*lifecycle.Handle, error) {
+func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, registry *prometheus.Registry, shared *sharedinformers.Process) (*lifecycle.Handle, error) {
 	host, _ := os.Hostname()
 	sum := sha256.Sum256([]byte(cfg.DataDir))
 	schedCfg := schedconfig.Default(schedplugins.DefaultProfile())
@@ -462,10 +518,12 @@ func launchScheduler(ctx context.Context, cfg Config, restConfig *rest.Config, r
 		schedCfg = *cfg.SchedulerConfig
 	}
 	sched, err := schedapp.New(restConfig, schedapp.Options{
-		Config:   schedCfg,
-		Registry: schedplugins.NewInTreeRegistry(),
-		Identity: fmt.Sprintf("%s_skiff-server-%x", host, sum[:4]),
-		Metrics:  registry,
+		Config:          schedCfg,
+		Registry:        schedplugins.NewInTreeRegistry(),
+		Identity:        fmt.Sprintf("%s_skiff-server-%x", host, sum[:4]),
+		Metrics:         registry,
+		SharedInformers: shared,
+		Recampaign:      true, // a lost term must not stop the server
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)

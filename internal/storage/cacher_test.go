@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -382,5 +384,103 @@ func TestConsistentListAfterOtherWrites(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("consistent list took %s, want well under the freshness timeout", d)
+	}
+}
+
+// TestListDeleting: the objects with a deletionTimestamp, kept as the
+// cache changes and rebuilt by a fresh list, without a pass over the rest.
+func TestListDeleting(t *testing.T) {
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{})
+	ctx := context.Background()
+	deleting := func(s *storage.Cacher) []string {
+		t.Helper()
+		// A consistent list first: the cache has caught up with etcd.
+		if err := s.List(ctx, prefix, storage.ListOptions{}, &corev1.ConfigMapList{}); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := s.ListDeleting(ctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, o := range objs {
+			names = append(names, mustObject(t, o).(*corev1.ConfigMap).Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	markDeleted := func(name string) {
+		t.Helper()
+		err := s.GuaranteedUpdate(ctx, prefix+"ns/"+name, &corev1.ConfigMap{}, nil, func(cur runtime.Object) (runtime.Object, error) {
+			o := cur.(*corev1.ConfigMap).DeepCopy()
+			now := metav1.Now()
+			o.DeletionTimestamp = &now
+			return o, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(t, s, cm("a", nil))
+	held := cm("b", nil)
+	held.Finalizers = []string{"example.com/hold"}
+	create(t, s, held)
+	create(t, s, cm("c", nil))
+	if got := deleting(s); len(got) != 0 {
+		t.Fatalf("deleting before any deletion: %v", got)
+	}
+	markDeleted("b")
+	markDeleted("c")
+	if diff := cmp.Diff([]string{"b", "c"}, deleting(s)); diff != "" {
+		t.Fatalf("deleting (-want +got):\n%s", diff)
+	}
+	if err := s.Delete(ctx, prefix+"ns/c", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"b"}, deleting(s)); diff != "" {
+		t.Fatalf("deleting after c is gone (-want +got):\n%s", diff)
+	}
+	// A cache built by its first list of etcd knows the same.
+	if diff := cmp.Diff([]string{"b"}, deleting(newCacher(t, c, storage.CacherOptions{}))); diff != "" {
+		t.Fatalf("deleting in a new cache (-want +got):\n%s", diff)
+	}
+}
+
+// TestConsistentListFallsBackToEtcd: a consistent list that the cache
+// cannot serve within FreshnessTimeout (it is stuck behind etcd) is served
+// by etcd, with the newest objects, as upstream's API server does, instead
+// of failing.
+func TestConsistentListFallsBackToEtcd(t *testing.T) {
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{FreshnessTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	create(t, s, cm("a", nil))
+	release := make(chan struct{})
+	defer close(release)
+	broken := make(chan struct{})
+	var once sync.Once
+	s.SetAfterWatchBreak(func() {
+		once.Do(func() { close(broken) })
+		<-release
+	})
+	s.BreakWatch()
+	<-broken
+	create(t, s, cm("b", nil)) // in etcd; the cache cannot see it
+	list := &corev1.ConfigMapList{}
+	if err := s.List(ctx, prefix, storage.ListOptions{}, list); err != nil {
+		t.Fatalf("consistent list while the cache is stuck: %v", err)
+	}
+	var names []string
+	for _, o := range list.Items {
+		names = append(names, o.Name)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, names); diff != "" {
+		t.Fatalf("listed (-want +got):\n%s", diff)
+	}
+	// A list at an explicit revision the cache has not reached still
+	// fails as too large, as upstream's does.
+	if err := s.List(ctx, prefix, storage.ListOptions{ResourceVersion: list.ResourceVersion}, &corev1.ConfigMapList{}); !storage.HasCode(err, storage.ErrCodeTooLargeResourceVersion) {
+		t.Fatalf("list at revision %s: %v, want too large resource version", list.ResourceVersion, err)
 	}
 }

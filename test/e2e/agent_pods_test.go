@@ -249,6 +249,11 @@ func TestAgentPodToPod(t *testing.T) {
 	if got := c.logFile(t, done, "main", int(restarts(done))); got != "pong\n" {
 		t.Errorf("client output %q, want pong", got)
 	}
+	// The pod's loopback is up (containerd brings lo up, not a CNI plugin):
+	// the server answers itself on 127.0.0.1.
+	if got := kubectl(t, c.kubeconfig, "-n", ns, "exec", "server", "--", "wget", "-qO-", "http://127.0.0.1:8080/"); got != "pong\n" {
+		t.Errorf("the server through its own loopback: %q, want pong", got)
+	}
 }
 
 func intOrStr(port int) intstrIntOrString { return intstrFromInt(port) }
@@ -335,6 +340,33 @@ func TestAgentBadInput(t *testing.T) {
 		}
 		if !c.hasEvent(ns, "huge-bound", "OutOfcpu", "Node didn't have enough resource: cpu") {
 			t.Errorf("no OutOfcpu event:\n%s", c.events(ns, "huge-bound"))
+		}
+	})
+	t.Run("a host port another pod holds", func(t *testing.T) {
+		t.Parallel()
+		port := int32(freePort(t))
+		withPort := func(name string) *corev1.Pod {
+			p := busyboxPod(ns, name, c.image, "sleep", "3600")
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: port, Protocol: corev1.ProtocolTCP}}
+			return p
+		}
+		c.create(t, withPort("port-holder"))
+		c.waitPod(t, ns, "port-holder", 60*time.Second, "Running", podRunningReady)
+		// Through the scheduler: never bound.
+		c.create(t, withPort("port-wanted"))
+		waitFor(t, 30*time.Second, "a FailedScheduling event", func() bool {
+			return c.hasEvent(ns, "port-wanted", "FailedScheduling", "didn't have free ports for the requested pod ports")
+		})
+		// Bound directly: the kubelet refuses it (upstream's NodePorts).
+		p := withPort("port-bound")
+		p.Spec.NodeName = c.node
+		c.create(t, p)
+		got := c.waitPod(t, ns, "port-bound", 30*time.Second, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		if got.Status.Reason != "NodePorts" || !strings.Contains(got.Status.Message, "didn't have free ports for the requested pod ports") {
+			t.Errorf("reason %q message %q", got.Status.Reason, got.Status.Message)
+		}
+		if !c.hasEvent(ns, "port-bound", "NodePorts", "didn't have free ports") {
+			t.Errorf("no NodePorts event:\n%s", c.events(ns, "port-bound"))
 		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestAgentStorage: a StatefulSet's volumeClaimTemplates get local-path
+// TestAgentStorage: a StatefulSet of 3's volumeClaimTemplates get local-path
 // volumes on the node that keep their data across a pod's deletion (and a
 // subPath of the same volume); a claim of the WaitForFirstConsumer class
 // binds only once a pod using it is scheduled; deleting the claim deletes
@@ -35,7 +35,7 @@ kind: StatefulSet
 metadata: {name: db, namespace: %[1]s}
 spec:
   serviceName: db
-  replicas: 2
+  replicas: 3
   selector: {matchLabels: {app: db}}
   template:
     metadata: {labels: {app: db}}
@@ -58,7 +58,7 @@ spec:
 	kubectl(t, c.kubeconfig, "-n", ns, "rollout", "status", "sts/db", "--timeout=120s")
 
 	ids := map[string]string{}
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		pod := fmt.Sprintf("db-%d", i)
 		c.waitPod(t, ns, pod, 30*time.Second, "Running and Ready", podRunningReady)
 		claim, err := c.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+pod, metav1.GetOptions{})

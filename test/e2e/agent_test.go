@@ -197,6 +197,9 @@ func (c *agentCluster) startWith(withAgent bool) error {
 			// default nodefs.available<10% would put the test node under
 			// DiskPressure (taint, admission refusals, evictions).
 			"--eviction-hard", "memory.available<100Mi,nodefs.available<1%",
+			// Nor may image GC (at 85 % used) remove the test image before
+			// the tests use it: every agent test failed that way here.
+			"--image-gc-high-threshold", "100",
 			// TestMultiNode waits for its second node to go NotReady: 20s
 			// instead of upstream's 50s (the kubelet renews its Lease
 			// every 10s).

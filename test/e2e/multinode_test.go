@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/skiff-sh/skiff/internal/proxy/netnstest"
 )
 
 // secondNode is a `skiff agent` joined to the shared cluster from a
@@ -106,7 +110,10 @@ func (n *secondNode) start(t *testing.T, extra ...string) {
 	t.Helper()
 	args := append([]string{"--net=/run/netns/" + n.netns, binary(), "agent",
 		"--data-dir", n.dataDir, "--node-name", n.name, "--cgroup-root", "/skiff-" + n.name,
-		"--register-with-taints", multiNodeTaint + "=true:NoSchedule"}, extra...)
+		"--register-with-taints", multiNodeTaint + "=true:NoSchedule",
+		// The same disk as the first node's: the same thresholds (see
+		// startAgentCluster), or its pods are evicted on a full disk.
+		"--eviction-hard", "memory.available<100Mi,nodefs.available<1%", "--image-gc-high-threshold", "100"}, extra...)
 	n.cmd = exec.Command("nsenter", args...)
 	n.output, n.done = &syncBuffer{}, make(chan struct{})
 	n.cmd.Stdout, n.cmd.Stderr = n.output, n.output
@@ -321,6 +328,81 @@ func TestMultiNode(t *testing.T) {
 		fetch(t, "client2", "web2."+ns+".svc.cluster.local", "80", "/", "served by web2")
 	})
 
+	t.Run("a Service's rules survive the agent's restart, no connection attempt fails", func(t *testing.T) {
+		// The second agent's proxy programs the node's table; while the
+		// agent stops and starts again (its proxy's first sync rewrites
+		// the table whole), a client on that node keeps fetching through
+		// the ClusterIP without pause.
+		svc, err := c.client.CoreV1().Services(ns).Get(ctx, "web2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+		get := func() error {
+			return netnstest.Run(n2.netns, func() error {
+				conn, err := net.DialTimeout("tcp4", addr, 2*time.Second)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+				if _, err := conn.Write([]byte("GET / HTTP/1.0\r\n\r\n")); err != nil {
+					return err
+				}
+				b, err := io.ReadAll(conn)
+				if err == nil && !strings.Contains(string(b), "served by web2") {
+					err = fmt.Errorf("answer %q", b)
+				}
+				return err
+			})
+		}
+		if err := get(); err != nil {
+			t.Fatalf("before the restart, from the node: %v", err)
+		}
+		stop := make(chan struct{})
+		type result struct {
+			ok, failed int
+			first      error
+		}
+		res := make(chan result)
+		go func() {
+			var r result
+			for {
+				select {
+				case <-stop:
+					res <- r
+					return
+				default:
+				}
+				if err := get(); err != nil {
+					r.failed++
+					if r.first == nil {
+						r.first = err
+					}
+				} else {
+					r.ok++
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		_ = n2.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n2.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the agent did not stop within 30s")
+		}
+		n2.start(t, "--kubeconfig", filepath.Join(n2.dataDir, "agent", "kubelet.kubeconfig"))
+		c.waitSecondNodeReady(t, n2)
+		// A moment past ready: the restarted proxy's first sync is done.
+		time.Sleep(2 * time.Second)
+		close(stop)
+		r := <-res
+		t.Logf("through the restart: %d fetches, %d failed", r.ok+r.failed, r.failed)
+		if r.failed != 0 || r.ok < 10 {
+			t.Errorf("through the agent's restart %d of %d fetches failed (first: %v); want none", r.failed, r.ok+r.failed, r.first)
+		}
+	})
+
 	t.Run("kubectl logs and exec on the second node", func(t *testing.T) {
 		if out := kubectl(t, c.kubeconfig, "-n", ns, "logs", "web2"); !strings.Contains(out, "web2 is up") {
 			t.Errorf("kubectl logs web2 = %q, want it to contain %q", out, "web2 is up")
@@ -438,4 +520,53 @@ func TestMultiNode(t *testing.T) {
 			t.Errorf("steadfast's container changed: before %+v, after %+v", before.Status.ContainerStatuses, after.Status.ContainerStatuses)
 		}
 	})
+}
+
+// TestAgentJoinRefused: `skiff agent --server --token` with a token the
+// server does not know, or one naming another cluster's CA, exits with a
+// message that says so, writes no file in its data directory and adds no
+// Node.
+func TestAgentJoinRefused(t *testing.T) {
+	c := cluster(t)
+	ep, err := c.client.CoreV1().Endpoints("default").Get(context.Background(), "kubernetes", metav1.GetOptions{})
+	if err != nil || len(ep.Subsets) == 0 || len(ep.Subsets[0].Addresses) == 0 {
+		t.Fatalf("the kubernetes Endpoints name no address: %v", err)
+	}
+	server := fmt.Sprintf("https://%s:%d", ep.Subsets[0].Addresses[0].IP, c.ports.api)
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := strings.TrimSpace(string(b))
+	caHash, _, _ := strings.Cut(good, "::")
+	for _, tc := range []struct{ name, token, want string }{
+		{"wrong secret", caHash + "::" + strings.Split(strings.Split(good, "::")[1], ".")[0] + ".0000000000000000",
+			"the server refused the join token (401 Unauthorized): check --token against the server's <data-dir>/token"},
+		{"another cluster's CA", "K10" + strings.Repeat("ab", 32) + "::" + strings.Split(good, "::")[1],
+			"the server's CA does not match the join token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			node := fmt.Sprintf("e2e-refused-%d", os.Getpid()%100000)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, binary(), "agent", "--server", server, "--token", tc.token,
+				"--data-dir", dir, "--node-name", node).CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("skiff agent did not give up within 60s:\n%s", out)
+			}
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("skiff agent: %v, want a failure saying %q:\n%s", err, tc.want, out)
+			}
+			_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					t.Errorf("a refused join wrote %s", path)
+				}
+				return nil
+			})
+			if _, err := c.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("Node %s after a refused join: %v, want NotFound", node, err)
+			}
+		})
+	}
 }

@@ -74,3 +74,51 @@ exec /helper/httpget -ca $D/ca.crt -token-file $D/token "https://kubernetes.defa
 	}
 	waitLog("the pod lists configmaps once bound to view", `STATUS 200 {"kind":"ConfigMapList"`)
 }
+
+// TestAgentPodInClusterClientGo: a client-go program in a pod builds its
+// client with rest.InClusterConfig, from the environment the kubelet sets
+// (KUBERNETES_SERVICE_HOST=10.43.0.1) and the mounted token and CA, and
+// reaches the API server through the service proxy as its service account.
+func TestAgentPodInClusterClientGo(t *testing.T) {
+	c := cluster(t)
+	t.Parallel()
+	ns := c.namespace(t, "agent-incluster")
+	ctx := context.Background()
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "incluster"), "./testdata/incluster")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build incluster: %v\n%s", err, out)
+	}
+	if _, err := c.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "greeting"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := busyboxPod(ns, "client", c.image, "/helper/incluster")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.Volumes = []corev1.Volume{{Name: "helper", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: bin}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "helper", MountPath: "/helper", ReadOnly: true}}
+	c.create(t, pod)
+	p := c.waitPod(t, ns, "client", 90*time.Second, "finished", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	out := c.logFile(t, p, "main", 0)
+	for _, want := range []string{
+		"HOST https://10.43.0.1:443\n",
+		"USER system:serviceaccount:" + ns + ":default GROUPS system:serviceaccounts,system:serviceaccounts:" + ns + ",system:authenticated\n",
+		"LIST ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the program's output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "greeting") || p.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("phase %s, want Succeeded with the configmap listed:\n%s", p.Status.Phase, out)
+	}
+}

@@ -282,6 +282,7 @@ func TestNetworkPolicy(t *testing.T) {
 	ctx := context.Background()
 	ns := c.namespace(t, "netpol")
 	other := c.namespace(t, "netpol-other")
+	unlabelled := c.namespace(t, "netpol-stranger")
 	if _, err := c.client.CoreV1().Namespaces().Patch(ctx, other, "application/merge-patch+json",
 		[]byte(`{"metadata":{"labels":{"team":"friends"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -331,6 +332,9 @@ func TestNetworkPolicy(t *testing.T) {
 	if out := try(t, other, nil); !allowed(out) {
 		t.Errorf("allow by namespace label refused the friend namespace:\n%s", out)
 	}
+	if out := try(t, unlabelled, map[string]string{"role": "client"}); allowed(out) {
+		t.Errorf("a client in a namespace without the label got in (the pod selector is for the policy's own namespace):\n%s", out)
+	}
 	if _, err := pols.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "egress"},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "client"}},
@@ -342,5 +346,13 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 	if out := try(t, ns, map[string]string{"role": "client"}); allowed(out) {
 		t.Errorf("an egress rule did not block the destination:\n%s", out)
+	}
+	// Cluster DNS stays reachable under an egress policy that does not
+	// name it, as users expect.
+	n++
+	out := c.runClient(t, ns, fmt.Sprintf("client-%d", n), map[string]string{"role": "client"},
+		"nslookup kubernetes.default.svc.cluster.local; echo DONE")
+	if !strings.Contains(out, "10.43.0.1") {
+		t.Errorf("a pod under an egress policy could not resolve kubernetes.default:\n%s", out)
 	}
 }

@@ -28,12 +28,17 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	genericserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
@@ -666,6 +671,84 @@ func TestHPACustomAndExternalMetrics(t *testing.T) {
 			t.Logf("%s: %s", tc.name, active.Message)
 		})
 	}
+
+	// Any scale subresource: a custom resource's, found through discovery,
+	// scaled on the external metric (10 against 5 per replica: 1 → 2).
+	t.Run("custom resource", func(t *testing.T) {
+		ns := newNamespace(t, cs)
+		apix := apiextensionsclient.NewForConfigOrDie(c.Config)
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: "workers.example.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "workers", Singular: "worker", Kind: "Worker"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v1", Served: true, Storage: true,
+					Subresources: &apiextensionsv1.CustomResourceSubresources{
+						Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+						Scale: &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas",
+							LabelSelectorPath: ptr.To(".status.selector")},
+					},
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"replicas": {Type: "integer"}}},
+							"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+								"replicas": {Type: "integer"}, "selector": {Type: "string"}}},
+						},
+					}},
+				}},
+			},
+		}
+		if _, err := apix.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = apix.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{})
+		})
+		gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "workers"}
+		dyn := dynamic.NewForConfigOrDie(c.Config)
+		var w *unstructured.Unstructured
+		eventually(t, 10*time.Second, "worker created", func() (bool, error) {
+			var err error
+			w, err = dyn.Resource(gvr).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "example.com/v1", "kind": "Worker", "metadata": map[string]any{"name": "w"},
+				"spec": map[string]any{"replicas": int64(1)},
+			}}, metav1.CreateOptions{})
+			return err == nil, nil
+		})
+		// What the worker's own controller would report.
+		w.Object["status"] = map[string]any{"replicas": int64(1), "selector": "app=worker"}
+		if _, err := dyn.Resource(gvr).Namespace(ns).UpdateStatus(ctx, w, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: "w"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "example.com/v1", Kind: "Worker", Name: "w"},
+				MinReplicas:    ptr.To[int32](1), MaxReplicas: 3,
+				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: "queue_length"},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: ptr.To(resource.MustParse("5"))}}}},
+			}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, "the worker scaled to 2 through its scale subresource", func() (bool, error) {
+			got, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, "w", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			n, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas")
+			return n == 2, nil
+		})
+		hpa, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "w", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hpa.Status.DesiredReplicas != 2 || hpa.Status.LastScaleTime == nil {
+			t.Errorf("HPA status %+v; want desired 2 and a scale time", hpa.Status)
+		}
+	})
 }
 
 func tlsConfigFor(c *cluster) (*tls.Config, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
@@ -91,6 +92,24 @@ func TestAuditLog(t *testing.T) {
 	_, err = mallory.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
 	wantForbidden(t, err, `services is forbidden: User "mallory" cannot create resource "services" in API group "" in the namespace "`+ns+`"`)
 
+	// A pod breaking the namespace's audit level (restricted) is admitted,
+	// and its event says why it would not be.
+	podNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "audit-psa-", Labels: map[string]string{"pod-security.kubernetes.io/audit": "restricted"}}}
+	podNS, err = admin.CoreV1().Namespaces().Create(ctx, podNS, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Pods(podNS.Name).Create(ctx, privileged("priv"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A write whose token is refused: 401, audited without a user.
+	bad := rest.AnonymousClientConfig(c.Config)
+	bad.BearerToken = "not-a-token"
+	_, err = kubernetesFor(t, bad).CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "by-nobody"}}, metav1.CreateOptions{})
+	if !apierrors.IsUnauthorized(err) {
+		t.Fatalf("create with a bad token: %v, want 401", err)
+	}
+
 	find := func(t *testing.T, verb, resource, name string) auditv1.Event {
 		t.Helper()
 		for _, ev := range readAudit(t, dir) {
@@ -148,6 +167,53 @@ func TestAuditLog(t *testing.T) {
 			}
 		})
 	}
+	// Upstream's annotations: the authorization decision on every
+	// authorized request, the PodSecurity audit level's violations.
+	t.Run("annotations", func(t *testing.T) {
+		ev := find(t, "create", "configmaps", "cm1")
+		if d := ev.Annotations["authorization.k8s.io/decision"]; d != "allow" {
+			t.Errorf("admin's create: decision %q, want allow (annotations %v)", d, ev.Annotations)
+		}
+		ev = find(t, "create", "services", "svc")
+		if d := ev.Annotations["authorization.k8s.io/decision"]; d != "forbid" {
+			t.Errorf("mallory's create: decision %q, want forbid (annotations %v)", d, ev.Annotations)
+		}
+		var pod *auditv1.Event
+		for _, ev := range readAudit(t, dir) {
+			if ev.Verb == "create" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Namespace == podNS.Name {
+				pod = &ev
+			}
+		}
+		if pod == nil {
+			t.Fatalf("no audit event for the pod's create")
+		}
+		want := map[string]string{
+			"authorization.k8s.io/decision":               "allow",
+			"authorization.k8s.io/reason":                 "",
+			"pod-security.kubernetes.io/audit-violations": `would violate PodSecurity "restricted:latest": host namespaces (hostNetwork=true), privileged (container "c" must not set securityContext.privileged=true), allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`,
+			"pod-security.kubernetes.io/enforce-policy":   "privileged:latest",
+		}
+		if d := cmp.Diff(want, pod.Annotations); d != "" {
+			t.Errorf("the pod's annotations (-want +got):\n%s", d)
+		}
+	})
+	t.Run("failed authentication", func(t *testing.T) {
+		var got []auditv1.Event
+		for _, ev := range readAudit(t, dir) {
+			if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 401 {
+				got = append(got, ev)
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("%d events with code 401, want the bad token's one: %+v", len(got), got)
+		}
+		ev := got[0]
+		if ev.Stage != auditv1.StageResponseStarted || ev.Level != auditv1.LevelRequestResponse || ev.User.Username != "" || ev.Verb != "create" ||
+			ev.ObjectRef == nil || ev.ObjectRef.Resource != "configmaps" || ev.ObjectRef.Namespace != ns ||
+			ev.ResponseStatus.Message != "Authentication failed, attempted: bearer" || ev.RequestObject != nil || ev.AuditID == "" {
+			t.Errorf("the 401's event: %+v, status %+v", ev, ev.ResponseStatus)
+		}
+	})
 	t.Run("the secret's data never reaches the log", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(dir, "audit.log"))
 		if err != nil {

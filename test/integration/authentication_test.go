@@ -176,6 +176,21 @@ func TestAuthentication(t *testing.T) {
 				t.Errorf("anonymous GET %s = %d, want %d", path, resp.StatusCode, want)
 			}
 		}
+		// Refused credentials are 401 on every path: only a request
+		// without any is anonymous (upstream calls an unknown bearer token
+		// invalid), so a client learns its token is bad from /version too.
+		for _, path := range []string{"/healthz", "/version", "/readyz"} {
+			req, _ := http.NewRequest(http.MethodGet, c.Config.Host+path, nil)
+			req.Header.Set("Authorization", "Bearer nope")
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("GET %s with an unknown token = %d, want 401", path, resp.StatusCode)
+			}
+		}
 	})
 }
 

@@ -59,7 +59,8 @@ func runManager(t *testing.T, c *cluster) (stop func()) {
 	// As skiff server runs them: each controller with its own service
 	// account's token (the harness authorizes everyone, so this checks the
 	// tokens, and internal/server's TestRunSecurity the roles).
-	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics, UseServiceAccountCredentials: true})
+	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics, UseServiceAccountCredentials: true,
+		SharedInformers: inProcessInformers(t, c)})
 	if err != nil {
 		t.Fatalf("manager.New: %v", err)
 	}
@@ -124,7 +125,8 @@ func runScheduler(t *testing.T, c *cluster) {
 	t.Helper()
 	cfg := config.Default(plugins.DefaultProfile())
 	cfg.LeaderElection.LeaderElect = false
-	a, err := app.New(c.Config, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry(), Metrics: prometheus.NewRegistry()})
+	a, err := app.New(c.Config, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry(), Metrics: prometheus.NewRegistry(),
+		SharedInformers: inProcessInformers(t, c)})
 	if err != nil {
 		t.Fatalf("scheduler: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/kubectl/pkg/polymorphichelpers"
 	"k8s.io/utils/ptr"
 
+	"github.com/skiff-sh/skiff/internal/localpath"
 	"github.com/skiff-sh/skiff/internal/simulate"
 )
 
@@ -433,10 +435,8 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
-				// No volumeMount of "data": the API server's StatefulSet
-				// validation does not yet count the claim templates as
-				// volumes (reported to the registry's owner).
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:a"}}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:a",
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}},
 			},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
@@ -513,4 +513,91 @@ func TestStatefulSetClaimsE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "data-db-0 deleted with the set", claimGone("data-db-0"))
+}
+
+// TestStatefulSetClaimCannotBeProvisioned: the issue's bad input. A
+// StatefulSet whose claims name a StorageClass that does not exist gets
+// the binder's ProvisioningFailed event on the claim and a Pending pod
+// whose PodScheduled condition says why, not a silent hang; once the class
+// is created the same pod is scheduled, its volume provisioned, and it
+// runs.
+func TestStatefulSetClaimCannotBeProvisioned(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	runNodes(t, c, 2)
+	runLocalPath(t, cs, "e2e-node-0", "e2e-node-1")
+	runScheduler(t, c)
+	runManager(t, c)
+	ns := newNamespace(t, cs)
+	ctx := testCtx(t, 2*time.Minute)
+	set := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: "db",
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db:a",
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					StorageClassName: ptr.To("fast"),
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ctx, cs, ns, "data-db-0", "ProvisioningFailed")
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=data-db-0,reason=ProvisioningFailed"})
+	if err != nil || len(evs.Items) == 0 || evs.Items[0].Type != corev1.EventTypeWarning || evs.Items[0].Message != `storageclass.storage.k8s.io "fast" not found` {
+		t.Errorf("ProvisioningFailed events %+v, %v; want the Warning %q", evs, err, `storageclass.storage.k8s.io "fast" not found`)
+	}
+	var why string
+	eventually(t, 60*time.Second, "db-0 Pending with the scheduler's reason", func() (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				why = cond.Message
+				return p.Status.Phase == corev1.PodPending && p.Spec.NodeName == "", nil
+			}
+		}
+		return false, nil
+	})
+	if !strings.Contains(why, "pod has unbound immediate PersistentVolumeClaims") {
+		t.Errorf("db-0's PodScheduled message %q does not name the unbound claim", why)
+	}
+	if !hasEventFor(ctx, cs, ns, "db-0", "FailedScheduling") {
+		t.Errorf("no FailedScheduling event for db-0")
+	}
+
+	// The class appears: the scheduler tries again, local-path provisions
+	// on the chosen node, the pod runs.
+	if _, err := cs.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "fast"},
+		Provisioner:       localpath.ProvisionerName,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.StorageV1().StorageClasses().Delete(context.Background(), "fast", metav1.DeleteOptions{})
+	})
+	eventually(t, 90*time.Second, "db-0 Running with its claim bound", func() (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning {
+			return false, nil
+		}
+		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, nil
+	})
 }

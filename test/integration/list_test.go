@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +206,31 @@ func testStaleUpdateConflict(t *testing.T, c *cluster) {
 	}
 	if _, _, found := etcdGet(t, c, "/registry/configmaps/"+ns+"/cm"); !found {
 		t.Errorf("a conflicting delete removed the object")
+	}
+
+	// The object deleted and created again under its name: a writer still
+	// holding the first (its uid, no resourceVersion) is refused, by PUT
+	// (the uid is a precondition, 409) and by a patch (uid is immutable,
+	// 422), and the new object keeps its data.
+	if err := cms.Delete(ctx, "cm", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	again, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"v": "new"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create again: %v", err)
+	}
+	held := orig.DeepCopy()
+	held.ResourceVersion, held.Data["v"] = "", "old"
+	if _, err := cms.Update(ctx, held, metav1.UpdateOptions{}); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "UID in precondition") {
+		t.Errorf("update with the first object's uid: err %v, want a 409 on the uid precondition", err)
+	}
+	patch = fmt.Sprintf(`{"metadata":{"uid":%q},"data":{"v":"old"}}`, orig.UID)
+	if _, err := cms.Patch(ctx, "cm", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.uid") {
+		t.Errorf("patch with the first object's uid: err %v, want 422 on metadata.uid", err)
+	}
+	got, err = cms.Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil || got.UID != again.UID || got.Data["v"] != "new" {
+		t.Errorf("the new object after writes holding the old uid: %v, %v; want uid %s and v=new", got, err, again.UID)
 	}
 }
 

@@ -27,7 +27,8 @@ import (
 func schedRunScheduler(t *testing.T, c *cluster, cfg config.Config, identity string) (*app.App, *prometheus.Registry, func()) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	a, err := app.New(c.Config, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry(), Identity: identity, Metrics: reg})
+	a, err := app.New(c.Config, app.Options{Config: cfg, Registry: plugins.NewInTreeRegistry(), Identity: identity, Metrics: reg,
+		SharedInformers: inProcessInformers(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -274,7 +274,8 @@ func TestWorkloadsCronJob(t *testing.T) {
 	c := startCluster(t)
 	cs := c.Clientset()
 	runNodes(t, c, 2)
-	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics, Controllers: manager.Selection{"-cronjob", "*"}})
+	m, err := manager.New(c.Config, manager.Options{Controller: e2eControllerOptions(), Metrics: e2eMetrics, Controllers: manager.Selection{"-cronjob", "*"},
+		SharedInformers: inProcessInformers(t, c)})
 	if err != nil {
 		t.Fatal(err)
 	}

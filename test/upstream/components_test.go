@@ -8,6 +8,9 @@
 // that they schedule and reconcile a Deployment, a Job, a DaemonSet and a
 // StatefulSet.
 //
+// TestAuthCanIMatchesUpstream (authz_test.go) asks `kubectl auth can-i`
+// the same questions of skiff server and of upstream's kube-apiserver.
+//
 // TestProxyConformanceAgnhost (proxy_test.go) replays upstream's proxy
 // conformance tests against `agnhost porter` in a network namespace.
 //

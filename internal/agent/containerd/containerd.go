@@ -47,6 +47,11 @@ type Options struct {
 	SandboxImage string
 	// RuncPath is the OCI runtime. Default /usr/sbin/runc (Debian's runc).
 	RuncPath string
+	// Runtimes are OCI runtimes offered beside runc, each a CRI runtime
+	// handler of its name. Default (nil): DetectRuntimes at Start, crun
+	// when it is on PATH and can run containers here; an empty non-nil
+	// slice offers none.
+	Runtimes []Runtime
 	// CNIBinDirs hold the CNI plugins. Default /usr/lib/cni (Debian's
 	// containernetworking-plugins), then /opt/cni/bin.
 	CNIBinDirs []string
@@ -233,6 +238,18 @@ func (c *Containerd) prepare(ctx context.Context) (string, error) {
 	if _, err := os.Stat(c.opts.RuncPath); err != nil {
 		return "", fmt.Errorf("runc: %w (install Debian's runc package: scripts/setup.sh)", err)
 	}
+	if c.opts.Runtimes == nil {
+		var skipped map[string]error
+		c.opts.Runtimes, skipped = DetectRuntimes()
+		for name, err := range skipped {
+			klog.FromContext(ctx).Info("OCI runtime found on PATH but not offered", "runtime", name, "reason", err)
+		}
+	}
+	for _, rt := range c.opts.Runtimes {
+		if rt.Name == "" || rt.Name == "runc" {
+			return "", fmt.Errorf("runtime %q: a runtime beside runc needs a name of its own", rt.Name)
+		}
+	}
 	regs, err := readRegistries(c.registries)
 	if err != nil {
 		return "", err
@@ -257,6 +274,7 @@ func (c *Containerd) prepare(ctx context.Context) (string, error) {
 		Snapshotter:  snapshotter,
 		SandboxImage: c.opts.SandboxImage,
 		RuncPath:     c.opts.RuncPath,
+		Runtimes:     c.opts.Runtimes,
 		CNIBinDirs:   c.opts.CNIBinDirs,
 		CNIConfDir:   c.opts.CNIConfDir,
 		StreamAddr:   c.opts.StreamAddress,

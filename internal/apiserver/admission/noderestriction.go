@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/diff"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
@@ -121,12 +122,43 @@ func (n NodeRestriction) Admit(ctx context.Context, a *Attributes) error {
 			return forbid("node %q is not allowed to modify node %q", node, a.Name)
 		}
 		return validateOwnNode(node, a, forbid)
+	case gr.Group == "" && gr.Resource == "persistentvolumeclaims":
+		if a.Subresource != "status" {
+			return forbid("may only update PVC status")
+		}
+		return pvcStatus(node, a, forbid)
 	case gr.Group == "certificates.k8s.io" && gr.Resource == "podcertificaterequests":
 		return n.podCertificateRequest(ctx, a, node, forbid)
 	case gr.Group == "coordination.k8s.io" && gr.Resource == "leases":
 		if a.Namespace == "kube-node-lease" && a.Name != node {
 			return forbid("can only access node lease with the same name as the requesting node")
 		}
+	}
+	return nil
+}
+
+// pvcStatus is upstream's check of a node's PVC status write: the kubelet
+// reports a volume's expansion, so only status.capacity, conditions,
+// allocatedResources and allocatedResourceStatuses may change; not the
+// claim's metadata, nor its phase or access modes.
+func pvcStatus(node string, a *Attributes, forbid func(string, ...any) error) error {
+	if a.Operation != Update {
+		return forbid("unexpected operation %q", a.Operation)
+	}
+	oldPVC, _ := a.OldObject.(*corev1.PersistentVolumeClaim)
+	newPVC, _ := a.Object.(*corev1.PersistentVolumeClaim)
+	if oldPVC == nil || newPVC == nil {
+		return forbid("unexpected type %T", a.Object)
+	}
+	others := func(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+		pvc = pvc.DeepCopy()
+		pvc.ResourceVersion, pvc.ManagedFields = "", nil
+		pvc.Status.Capacity, pvc.Status.Conditions = nil, nil
+		pvc.Status.AllocatedResources, pvc.Status.AllocatedResourceStatuses = nil, nil
+		return pvc
+	}
+	if o, n := others(oldPVC), others(newPVC); !equality.Semantic.DeepEqual(o, n) {
+		return forbid("node %q is not allowed to update fields other than status.quantity and status.conditions: %v", node, diff.Diff(o, n))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -10,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -92,6 +94,63 @@ func TestNodeRestriction(t *testing.T) {
 				t.Fatalf("error = %v, want Forbidden %q", err, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// TestNodeRestrictionPVCStatus: a node writes only a claim's status, and
+// there only what the kubelet reports of an expansion (capacity,
+// conditions, allocated resources), as upstream.
+func TestNodeRestrictionPVCStatus(t *testing.T) {
+	n1 := &authn.User{Name: "system:node:n1", Groups: []string{"system:nodes"}}
+	pvcs := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	claim := func(edit func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ResourceVersion: "5"},
+			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv1"},
+			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	const refused = `persistentvolumeclaims "c" is forbidden: node "n1" is not allowed to update fields other than status.quantity and status.conditions: `
+	for _, tc := range []struct {
+		name      string
+		op        Operation
+		sub       string
+		obj       *corev1.PersistentVolumeClaim
+		wantStart string
+	}{
+		{"expansion reported", Update, "status", claim(func(c *corev1.PersistentVolumeClaim) {
+			c.ResourceVersion = ""
+			c.Status.Capacity[corev1.ResourceStorage] = resource.MustParse("2Gi")
+			c.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionFalse}}
+			c.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}
+		}), ""},
+		{"phase changed", Update, "status", claim(func(c *corev1.PersistentVolumeClaim) { c.Status.Phase = corev1.ClaimLost }), refused},
+		{"label added", Update, "status", claim(func(c *corev1.PersistentVolumeClaim) { c.Labels = map[string]string{"a": "b"} }), refused},
+		{"the claim itself", Update, "", claim(nil), `persistentvolumeclaims "c" is forbidden: may only update PVC status`},
+		{"deleted", Delete, "", nil, `persistentvolumeclaims "c" is forbidden: may only update PVC status`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Attributes{Operation: tc.op, Resource: pvcs, Subresource: tc.sub, Namespace: "ns", Name: "c", OldObject: claim(nil), User: n1}
+			if tc.obj != nil {
+				a.Object = tc.obj
+			}
+			err := NewNodeRestriction(nil, nil).Admit(context.Background(), a)
+			switch {
+			case tc.wantStart == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantStart != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantStart) || !apierrors.IsForbidden(err)):
+				t.Fatalf("error = %v, want Forbidden %q...", err, tc.wantStart)
+			}
+		})
+	}
+	// Anyone else's write is not this plugin's business.
+	a := &Attributes{Operation: Update, Resource: pvcs, Namespace: "ns", Name: "c", Object: claim(nil), OldObject: claim(nil), User: &authn.User{Name: "alice"}}
+	if err := NewNodeRestriction(nil, nil).Admit(context.Background(), a); err != nil {
+		t.Errorf("alice's update: %v", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	psmetrics "k8s.io/pod-security-admission/metrics"
 	"k8s.io/pod-security-admission/policy"
 
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
 
@@ -28,9 +31,8 @@ import (
 // the pods already there that break it. Pods, namespaces and the pod
 // templates of workload resources are checked; exemptions (users,
 // namespaces, runtime classes) and the defaults for unlabelled
-// namespaces come from upstream's PodSecurityConfiguration. Audit
-// annotations are not recorded (Skiff's audit log does not take
-// annotations from admission yet).
+// namespaces come from upstream's PodSecurityConfiguration. The audit
+// level's violations are annotations of the request's audit event.
 type PodSecurity struct {
 	delegate *psadmission.Admission
 }
@@ -98,6 +100,12 @@ func (p *PodSecurity) Validate(ctx context.Context, a *Attributes) error {
 	resp := p.delegate.Validate(ctx, rec)
 	for _, w := range resp.Warnings {
 		a.Warn(w)
+	}
+	// The audit level's violations and the enforced policy go to the
+	// request's audit event (pod-security.kubernetes.io/audit-violations,
+	// enforce-policy, exempt), as upstream's plugin records them.
+	for _, k := range slices.Sorted(maps.Keys(resp.AuditAnnotations)) {
+		audit.AddAnnotations(ctx, psapi.AuditAnnotationPrefix+k, resp.AuditAnnotations[k])
 	}
 	if resp.Allowed {
 		return nil

@@ -78,7 +78,7 @@ type Options struct {
 	// kube-system/extension-apiserver-authentication.
 	AuthenticationConfigMap map[string]string
 	// Publish receives the discovery documents of the Available remote
-	// group versions whenever they change.
+	// group versions whenever they or an APIService's priorities change.
 	Publish func(remote []*metav1.APIResourceList)
 	Clock   clock.WithTicker
 	// Resolver picks the endpoint a request goes to (the server passes
@@ -107,6 +107,8 @@ type Aggregator struct {
 	mu sync.Mutex
 	// builtin and custom are the locally served group versions.
 	builtin, custom []schema.GroupVersion
+	// priorities of the APIServices at the last sync.
+	priorities map[schema.GroupVersion]priority
 	// probes by APIService name.
 	probes map[string]*probe
 	kick   chan struct{}
@@ -203,6 +205,7 @@ func (a *Aggregator) Sync(ctx context.Context) error {
 		return errors.Join(append(errs, err)...)
 	}
 	errs = append(errs, a.syncLocal(ctx, list)...)
+	reorder := a.setPriorities(list)
 
 	// Remote APIServices are checked side by side: one that does not
 	// answer (5 s) holds up no other.
@@ -254,7 +257,7 @@ func (a *Aggregator) Sync(ctx context.Context) error {
 	a.mu.Unlock()
 	sort.Slice(docs, func(i, j int) bool { return docs[i].GroupVersion < docs[j].GroupVersion })
 	old := a.routes.Swap(&routes)
-	if a.opts.Publish != nil && !sameDocs(*old, routes, a) {
+	if same := sameDocs(*old, routes, a); a.opts.Publish != nil && (!same || reorder) {
 		a.opts.Publish(docs)
 	}
 	return errors.Join(errs...)

@@ -1,6 +1,11 @@
 package aggregator
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"maps"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+)
 
 type priority struct{ group, version int32 }
 
@@ -49,4 +54,41 @@ func versionPriority(gv schema.GroupVersion) int32 {
 		return p.version
 	}
 	return 100
+}
+
+// DefaultPriority is a group version's priorities without an APIService
+// saying otherwise: upstream's for the built-in ones, 1000/100 for others.
+func DefaultPriority(gv schema.GroupVersion) (group, version int32) {
+	return groupPriority(gv), versionPriority(gv)
+}
+
+// Priority is gv's groupPriorityMinimum and versionPriority as its
+// APIService says (at the last sync), else DefaultPriority. Discovery
+// orders groups and versions by it.
+func (a *Aggregator) Priority(gv schema.GroupVersion) (group, version int32) {
+	a.mu.Lock()
+	p, ok := a.priorities[gv]
+	a.mu.Unlock()
+	if ok {
+		return p.group, p.version
+	}
+	return DefaultPriority(gv)
+}
+
+// setPriorities records the APIServices' priorities; it reports whether
+// any changed.
+func (a *Aggregator) setPriorities(list []*apiregv1.APIService) bool {
+	m := map[schema.GroupVersion]priority{}
+	for _, svc := range list {
+		if svc.DeletionTimestamp == nil {
+			m[schema.GroupVersion{Group: svc.Spec.Group, Version: svc.Spec.Version}] = priority{svc.Spec.GroupPriorityMinimum, svc.Spec.VersionPriority}
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if maps.Equal(m, a.priorities) {
+		return false
+	}
+	a.priorities = m
+	return true
 }

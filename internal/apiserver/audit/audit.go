@@ -3,9 +3,11 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -215,17 +217,103 @@ func (q *Request) Impersonated(u *authn.User) {
 	q.mu.Unlock()
 }
 
-// Annotate adds an annotation (e.g. authorization.k8s.io/decision).
+// Annotate adds an annotation (e.g. authorization.k8s.io/decision) to
+// the stages logged from now on. The first value of a key stands, as
+// upstream's: a later, different one is dropped with a log line.
 func (q *Request) Annotate(key, value string) {
 	if q == nil {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if old, ok := q.ev.Annotations[key]; ok {
+		if old != value {
+			klog.InfoS("Audit annotation already set, new value dropped", "auditID", q.ev.AuditID, "key", key, "value", old, "dropped", value)
+		}
+		return
+	}
 	if q.ev.Annotations == nil {
 		q.ev.Annotations = map[string]string{}
 	}
 	q.ev.Annotations[key] = value
+}
+
+type requestKey struct{}
+
+// WithRequest returns a context that carries q, so that the handlers the
+// request passes (authorization, admission plugins, webhooks, policies)
+// can annotate its event (AddAnnotations). q may be nil (not audited).
+func WithRequest(ctx context.Context, q *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, q)
+}
+
+// AddAnnotations adds key, value pairs to the audit event of the
+// request in ctx (WithRequest), as upstream's audit.AddAuditAnnotations;
+// nothing happens when the request is not audited.
+func AddAnnotations(ctx context.Context, keysAndValues ...string) {
+	q, _ := ctx.Value(requestKey{}).(*Request)
+	if q == nil {
+		return
+	}
+	for i := 0; i+1 < len(keysAndValues); i += 2 {
+		q.Annotate(keysAndValues[i], keysAndValues[i+1])
+	}
+}
+
+// Unauthenticated logs a request whose credentials were refused (401), as
+// upstream's failed-authentication audit: the policy decides for the
+// request without a user, and a ResponseStarted event (unless the rule
+// omits it) carries the code and which credentials were tried
+// ("Authentication failed, attempted: bearer"). The response gets its
+// Audit-Id header.
+func (a *Auditor) Unauthenticated(w http.ResponseWriter, r *http.Request, attrs Attributes, apiVersion string) {
+	if a == nil {
+		return
+	}
+	id := r.Header.Get("Audit-ID")
+	if id == "" {
+		id = uuid.NewString()
+	}
+	w.Header().Set("Audit-Id", id)
+	attrs.User = nil
+	level, omit := a.policy.Decide(attrs)
+	if level == auditv1.LevelNone || slices.Contains(omit, auditv1.StageResponseStarted) {
+		return
+	}
+	now := metav1.NewMicroTime(a.clock.Now())
+	ev := auditv1.Event{
+		Level: level, AuditID: types.UID(id), Stage: auditv1.StageResponseStarted,
+		RequestURI: r.URL.RequestURI(), Verb: attrs.Verb, UserAgent: r.UserAgent(), SourceIPs: sourceIPs(r),
+		ResponseStatus:           &metav1.Status{Code: http.StatusUnauthorized, Message: failedAuthMessage(r)},
+		RequestReceivedTimestamp: now, StageTimestamp: now,
+	}
+	if attrs.ResourceRequest {
+		ev.ObjectRef = &auditv1.ObjectReference{Resource: attrs.Resource, Namespace: attrs.Namespace, Name: attrs.Name,
+			APIGroup: attrs.APIGroup, APIVersion: apiVersion, Subresource: attrs.Subresource}
+	}
+	a.write(&ev)
+}
+
+// failedAuthMessage names the credentials a refused request carried, in
+// upstream's words.
+func failedAuthMessage(r *http.Request) string {
+	var tried []string
+	if _, _, ok := r.BasicAuth(); ok {
+		tried = append(tried, "basic")
+	}
+	if parts := strings.Split(strings.TrimSpace(r.Header.Get("Authorization")), " "); len(parts) > 1 && strings.EqualFold(parts[0], "bearer") {
+		tried = append(tried, "bearer")
+	}
+	if strings.TrimSpace(r.URL.Query().Get("access_token")) != "" {
+		tried = append(tried, "access_token")
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		tried = append(tried, "x509")
+	}
+	if len(tried) == 0 {
+		return "Authentication failed, no credentials provided"
+	}
+	return "Authentication failed, attempted: " + strings.Join(tried, ", ")
 }
 
 // End logs ResponseComplete with the response's code (200 when nothing
@@ -269,6 +357,7 @@ func (q *Request) emit(stage auditv1.Stage) {
 	}
 	q.mu.Lock()
 	ev := q.ev
+	ev.Annotations = maps.Clone(q.ev.Annotations) // later annotations may be added meanwhile
 	q.mu.Unlock()
 	ev.Stage = stage
 	ev.StageTimestamp = metav1.NewMicroTime(q.a.clock.Now())

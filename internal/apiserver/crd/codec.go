@@ -17,11 +17,12 @@ type StorageCodec struct {
 	Served  schema.GroupVersionKind
 	// Convert converts between versions (nil: conversion None).
 	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
-	// Default, when set, applies the schema defaults of the version an
-	// object was stored in, as it is read (before conversion), as
-	// upstream's storage decoder does: an object stored before a default
-	// was added shows it without being rewritten.
-	Default func(u *unstructured.Unstructured)
+	// FromStorage, when set, is applied to an object as it is read, in
+	// the version it was stored in (before conversion), as upstream's
+	// storage decoder does: fields its schema no longer declares are
+	// pruned and defaults added since it was written are applied, without
+	// rewriting it.
+	FromStorage func(u *unstructured.Unstructured)
 }
 
 // convert brings u to version gv.
@@ -60,8 +61,8 @@ func (c StorageCodec) Decode(data []byte, into runtime.Object) error {
 	if err := u.UnmarshalJSON(data); err != nil {
 		return fmt.Errorf("decode %s: %w", c.Served.Kind, err)
 	}
-	if c.Default != nil {
-		c.Default(u)
+	if c.FromStorage != nil {
+		c.FromStorage(u)
 	}
 	out, err := c.convert(u, c.Served.GroupVersion())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -96,7 +97,9 @@ func TestStrategyValidate(t *testing.T) {
 		want []string
 	}{
 		{"valid, defaulted", map[string]interface{}{"color": "blue"}, nil},
-		{"enum", map[string]interface{}{"color": "green"}, []string{"Unsupported value spec.color"}},
+		// A value outside its enum keeps the CEL rules from running, as
+		// upstream: one error says so instead.
+		{"enum", map[string]interface{}{"color": "green"}, []string{"Unsupported value spec.color", "Invalid value <nil>"}},
 		{"minimum", map[string]interface{}{"size": int64(-1)}, []string{"Invalid value spec.size", "Invalid value .spec.size"}}, // the second: the scale check, named by its path as upstream
 		{"cel", map[string]interface{}{"size": int64(6), "color": "blue"}, []string{"Invalid value spec"}},
 	} {
@@ -111,6 +114,69 @@ func TestStrategyValidate(t *testing.T) {
 				t.Errorf("errors (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestStrategyRatcheting: upstream's validation ratcheting. An object
+// stored before its schema was tightened may be updated as long as the
+// invalid parts stay as they were; changing them, or a part a CEL rule
+// covers, is validated in full.
+func TestStrategyRatcheting(t *testing.T) {
+	s := strategyOf(t)
+	ctx := context.Background()
+	// Stored under an older schema: a color the enum no longer has, and a
+	// big blue widget the CEL rule forbids.
+	stored := obj(map[string]interface{}{"color": "green", "size": int64(6)})
+	stored.Object["status"] = map[string]interface{}{"size": int64(1)}
+	errs := func(l field.ErrorList) []string {
+		var got []string
+		for _, e := range l {
+			got = append(got, e.Type.String()+" "+e.Field)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(u *unstructured.Unstructured)
+		status bool
+		want   []string
+	}{
+		{"labels only", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"a": "b"}) }, false, nil},
+		{"finalizer removed", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, false, nil},
+		{"status written", func(u *unstructured.Unstructured) { u.Object["status"] = map[string]interface{}{"size": int64(2)} }, true, nil},
+		{"invalid color changed", func(u *unstructured.Unstructured) { u.Object["spec"].(map[string]interface{})["color"] = "purple" },
+			false, []string{"Unsupported value spec.color", "Invalid value <nil>"}},
+		// The enum error on the unchanged color is ratcheted; the CEL rule
+		// on spec runs because spec changed, and fails.
+		{"size changed", func(u *unstructured.Unstructured) { u.Object["spec"].(map[string]interface{})["size"] = int64(7) },
+			false, []string{"Invalid value spec"}},
+		{"made valid", func(u *unstructured.Unstructured) {
+			u.Object["spec"] = map[string]interface{}{"color": "red", "size": int64(7)}
+		}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := stored.DeepCopy()
+			old.SetFinalizers([]string{"example.com/keep"})
+			next := old.DeepCopy()
+			tc.change(next)
+			var got field.ErrorList
+			if tc.status {
+				s.PrepareForStatusUpdate(ctx, next, old)
+				got = s.ValidateStatusUpdate(ctx, next, old)
+			} else {
+				s.PrepareForUpdate(ctx, next, old)
+				got = s.ValidateUpdate(ctx, next, old)
+			}
+			if diff := cmp.Diff(tc.want, errs(got)); diff != "" {
+				t.Errorf("errors (-want +got):\n%s\n%v", diff, got)
+			}
+		})
+	}
+	// A create is never ratcheted.
+	o := stored.DeepCopy()
+	s.PrepareForCreate(ctx, o)
+	if diff := cmp.Diff([]string{"Unsupported value spec.color", "Invalid value <nil>"}, errs(s.Validate(ctx, o))); diff != "" {
+		t.Errorf("create errors (-want +got):\n%s", diff)
 	}
 }
 
@@ -265,31 +331,52 @@ func sorted(ss []string) []string {
 	return out
 }
 
-// TestStoredDefaults: objects read from etcd get the defaults of the
-// schema of the version they were stored in; a CRD whose schemas have no
-// defaults has no defaulter, so its reads cost nothing more.
-func TestStoredDefaults(t *testing.T) {
+// TestFromStorage: objects read from etcd are pruned with, and get the
+// defaults of, the schema of the version they were stored in, as
+// upstream's storage decoder: a field the schema dropped after the object
+// was written is gone, a default added since is there. A CRD with no
+// schema has nothing to apply.
+func TestFromStorage(t *testing.T) {
 	rs, err := Resources(widget(t), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := StorageCodec{Storage: schema.GroupVersion{Group: "example.com", Version: "v1"}, Served: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
-		Default: func(u *unstructured.Unstructured) { rs[0].Custom.Default(u) }}
+		FromStorage: func(u *unstructured.Unstructured) { rs[0].Custom.FromStorage(u) }}
 	out := &unstructured.Unstructured{}
-	if err := c.Decode([]byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{}}`), out); err != nil {
+	stored := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","labels":{"a":"b"}},"spec":{"shape":"round","color":null},"status":{"size":2,"old":true},"extra":1}`
+	if err := c.Decode([]byte(stored), out); err != nil {
 		t.Fatal(err)
 	}
-	if size, _, _ := unstructured.NestedInt64(out.Object, "spec", "size"); size != 1 {
-		t.Errorf("decoded spec.size = %d, want the default 1", size)
+	want := map[string]interface{}{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]interface{}{"name": "w", "labels": map[string]interface{}{"a": "b"}},
+		"spec":     map[string]interface{}{"size": int64(1)},
+		"status":   map[string]interface{}{"size": int64(2)},
 	}
-	plain := widget(t)
-	size := plain.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"]
-	size.Default = nil
-	plain.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["size"] = size
-	if rs, err = Resources(plain, Options{}); err != nil {
+	if diff := cmp.Diff(want, out.Object); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
+	}
+	bare := widget(t)
+	for i := range bare.Spec.Versions {
+		bare.Spec.Versions[i].Schema = nil
+	}
+	bare.Spec.PreserveUnknownFields = false
+	bare.Spec.Versions[0].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}}
+	if rs, err = Resources(bare, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if rs[0].Custom.Default != nil {
-		t.Error("a CRD without defaults has a defaulter")
+	u := &unstructured.Unstructured{}
+	if err := (StorageCodec{Storage: c.Storage, Served: c.Served, FromStorage: func(x *unstructured.Unstructured) {
+		if f := rs[0].Custom.FromStorage; f != nil {
+			f(x)
+		}
+	}}).Decode([]byte(stored), u); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := u.Object["extra"]; !ok {
+		t.Errorf("a schema preserving unknown fields pruned %v", u.Object)
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

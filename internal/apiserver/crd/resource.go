@@ -15,6 +15,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	schemavalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -67,7 +68,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 		}
 		return conv.Convert(u, to)
 	}
-	def, err := storedDefaulter(crd, in)
+	fromStorage, err := storedReader(crd, in)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 				return u
 			},
 			Strategy: st,
-			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}, Convert: convert, Default: def},
+			Custom:   &registry.CustomStorage{StorageVersion: schema.GroupVersion{Group: crd.Spec.Group, Version: storage}, Convert: convert, FromStorage: fromStorage},
 		}
 		if res.Custom.FieldManager, err = fieldManagerFunc(crd, v.Name, st.hasStatus, opts.Definitions); err != nil {
 			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)
@@ -122,11 +123,19 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, opts Options) ([]r
 	return out, nil
 }
 
-// storedDefaulter returns what applies, to an object read from etcd, the
-// defaults of the schema of the version it was stored in, or nil when no
-// version's schema has defaults (reads then cost nothing more).
-func storedDefaulter(crd *apiextensionsv1.CustomResourceDefinition, in *apiextensionsinternal.CustomResourceDefinition) (func(runtime.Object), error) {
-	byAPIVersion := map[string]*structuralschema.Structural{}
+// storedReader returns what is applied to an object read from etcd, with
+// the schema of the version it was stored in, as upstream's storage
+// decoder: fields the schema does not declare are pruned (a CRD whose
+// schema dropped a field stops showing it, though etcd still holds it),
+// nulls of non-nullable fields without a default are dropped, and the
+// schema's defaults are applied (an object stored before a default was
+// added shows it). Nil when no version has a schema.
+func storedReader(crd *apiextensionsv1.CustomResourceDefinition, in *apiextensionsinternal.CustomResourceDefinition) (func(runtime.Object), error) {
+	type read struct {
+		schema   *structuralschema.Structural
+		defaults bool
+	}
+	byAPIVersion := map[string]read{}
 	for _, v := range crd.Spec.Versions {
 		validation, err := apiextensionsinternal.GetSchemaForVersion(in, v.Name)
 		if err != nil {
@@ -139,9 +148,7 @@ func storedDefaulter(crd *apiextensionsv1.CustomResourceDefinition, in *apiexten
 		if err != nil {
 			return nil, fmt.Errorf("%s version %s: structural schema: %w", crd.Name, v.Name, err)
 		}
-		if hasDefaults(s) {
-			byAPIVersion[crd.Spec.Group+"/"+v.Name] = s
-		}
+		byAPIVersion[crd.Spec.Group+"/"+v.Name] = read{s, hasDefaults(s)}
 	}
 	if len(byAPIVersion) == 0 {
 		return nil, nil
@@ -151,8 +158,14 @@ func storedDefaulter(crd *apiextensionsv1.CustomResourceDefinition, in *apiexten
 		if !ok {
 			return
 		}
-		if s := byAPIVersion[u.GetAPIVersion()]; s != nil {
-			defaulting.Default(u.Object, s)
+		r, ok := byAPIVersion[u.GetAPIVersion()]
+		if !ok {
+			return
+		}
+		pruning.PruneWithOptions(u.Object, r.schema, true, structuralschema.UnknownFieldPathOptions{})
+		defaulting.PruneNonNullableNullsWithoutDefaults(u.Object, r.schema)
+		if r.defaults {
+			defaulting.Default(u.Object, r.schema)
 		}
 	}, nil
 }

@@ -13,6 +13,8 @@ import (
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	celmodel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	celcommon "k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
@@ -214,12 +217,22 @@ func (s *Strategy) validate(ctx context.Context, u, old *unstructured.Unstructur
 	if errs := s.typeMeta(u); len(errs) > 0 {
 		return errs
 	}
+	// On an update, upstream's validation ratcheting (GA since 1.33): an
+	// error in a part of the object the update left as it was (correlated
+	// by the schema: map keys, list-type map keys, set elements) is not
+	// reported, neither by the schema nor by a CEL rule without oldSelf, so
+	// objects written before their CRD's schema was tightened can still
+	// be updated (their finalizers removed, their status written).
+	var correlated *celcommon.CorrelatedObject
+	if old != nil && s.schema != nil {
+		correlated = celcommon.NewCorrelatedObject(u.Object, old.Object, &celmodel.Structural{Structural: s.schema.structural})
+	}
 	var errs field.ErrorList
 	if s.schema != nil {
 		if old == nil {
 			errs = append(errs, schemavalidation.ValidateCustomResource(nil, u.Object, s.schema.validator)...)
 		} else {
-			errs = append(errs, schemavalidation.ValidateCustomResourceUpdate(nil, u.Object, old.Object, s.schema.validator)...)
+			errs = append(errs, schemavalidation.ValidateCustomResourceUpdate(nil, u.Object, old.Object, s.schema.validator, schemavalidation.WithRatcheting(correlated))...)
 		}
 	}
 	errs = append(errs, s.validateScale(u, true)...)
@@ -231,23 +244,34 @@ func (s *Strategy) validate(ctx context.Context, u, old *unstructured.Unstructur
 		} else if oldErrs := listtype.ValidateListSetsAndMaps(nil, s.schema.structural, old.Object); len(oldErrs) == 0 {
 			errs = append(errs, listtype.ValidateListSetsAndMaps(nil, s.schema.structural, u.Object)...)
 		}
-		errs = append(errs, s.validateCEL(ctx, u, old)...)
+		errs = append(errs, s.validateCEL(ctx, u, old, correlated, errs)...)
 	}
 	return errs
 }
 
 // validateCEL runs the x-kubernetes-validations rules, within upstream's
-// runtime cost budget.
-func (s *Strategy) validateCEL(ctx context.Context, u, old *unstructured.Unstructured) field.ErrorList {
+// runtime cost budget, unless errs already holds an error that makes the
+// object unfit for them (a wrong type, a missing required field, a value
+// not in its enum, too long or too many): then, as upstream, one error
+// says the rules were not checked. correlated (updates) ratchets them.
+func (s *Strategy) validateCEL(ctx context.Context, u, old *unstructured.Unstructured, correlated *celcommon.CorrelatedObject, errs field.ErrorList) field.ErrorList {
 	if s.schema == nil || s.schema.cel == nil {
 		return nil
 	}
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+		}
+	}
 	var oldObj interface{}
+	var opts []cel.Option
 	if old != nil {
 		oldObj = old.Object
+		opts = append(opts, cel.WithRatcheting(correlated))
 	}
-	errs, _ := s.schema.cel.Validate(ctx, nil, s.schema.structural, u.Object, oldObj, celconfig.RuntimeCELCostBudget)
-	return errs
+	celErrs, _ := s.schema.cel.Validate(ctx, nil, s.schema.structural, u.Object, oldObj, celconfig.RuntimeCELCostBudget, opts...)
+	return celErrs
 }
 
 func (s *Strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
@@ -263,9 +287,13 @@ func (s *Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Ob
 	if errs := s.typeMeta(u); len(errs) > 0 {
 		return errs
 	}
+	var correlated *celcommon.CorrelatedObject
+	if s.schema != nil {
+		correlated = celcommon.NewCorrelatedObject(u.Object, prev.Object, &celmodel.Structural{Structural: s.schema.structural})
+	}
 	var errs field.ErrorList
-	if s.schema != nil && s.schema.status != nil {
-		errs = append(errs, schemavalidation.ValidateCustomResourceUpdate(field.NewPath("status"), u.Object["status"], prev.Object["status"], s.schema.status)...)
+	if status, ok := u.Object["status"]; ok && s.schema != nil && s.schema.status != nil {
+		errs = append(errs, schemavalidation.ValidateCustomResourceUpdate(field.NewPath("status"), status, prev.Object["status"], s.schema.status, schemavalidation.WithRatcheting(correlated.Key("status")))...)
 	}
 	errs = append(errs, s.validateScale(u, false)...)
 	if s.schema != nil {
@@ -273,7 +301,7 @@ func (s *Strategy) ValidateStatusUpdate(ctx context.Context, obj, old runtime.Ob
 		if oldErrs := listtype.ValidateListSetsAndMaps(nil, s.schema.structural, prev.Object); len(oldErrs) == 0 {
 			errs = append(errs, listtype.ValidateListSetsAndMaps(nil, s.schema.structural, u.Object)...)
 		}
-		errs = append(errs, s.validateCEL(ctx, u, prev)...)
+		errs = append(errs, s.validateCEL(ctx, u, prev, correlated, errs)...)
 	}
 	return errs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -22,18 +23,29 @@ import (
 // SetResources swaps the served set atomically (for custom resources).
 type Discovery struct {
 	version version.Info
-	// first are the groups listed before the others, in this order.
-	first  []string
-	scheme *runtime.Scheme
-	codecs serializer.CodecFactory
-	docs   atomic.Pointer[documents]
+	scheme  *runtime.Scheme
+	codecs  serializer.CodecFactory
+	docs    atomic.Pointer[documents]
+
+	mu        sync.Mutex // serializes builds
+	priority  Priority
+	resources []registry.Resource // the last set
 }
+
+// Priority gives a group version's APIService priorities:
+// groupPriorityMinimum and versionPriority. Groups are listed by the
+// highest group priority of their versions (ties by the APIService name,
+// "<version>.<group>"), versions by their priority, then by Kubernetes
+// version order, as upstream's aggregator lists them: this order is what
+// clients' RESTMappers prefer when two groups have a resource of the same
+// name (networking.k8s.io's networkpolicies before a CRD's).
+type Priority func(schema.GroupVersion) (group, version int32)
 
 // documents is one immutable snapshot of everything served.
 type documents struct {
 	// coreVersions are the versions of the core group ("v1").
 	coreVersions []string
-	// groups are the non-core groups, the preferred ones first, then by name.
+	// groups are the non-core groups, in priority order (see Priority).
 	groups []metav1.APIGroup
 	// resources by group/version ("v1", "apps/v1").
 	resources map[string]*metav1.APIResourceList
@@ -43,11 +55,10 @@ type documents struct {
 }
 
 // New builds the discovery documents for resources. info is served at
-// /version (see VersionInfo). The groups named in first are listed before
-// the others, in that order (upstream lists apps first, by its group
-// priority); the rest follow by name.
-func New(resources []registry.Resource, info version.Info, first ...string) *Discovery {
-	d := &Discovery{version: info, scheme: NewScheme(), first: first}
+// /version (see VersionInfo). Until SetPriority, groups are listed by name
+// and versions in Kubernetes version order.
+func New(resources []registry.Resource, info version.Info) *Discovery {
+	d := &Discovery{version: info, scheme: NewScheme()}
 	d.codecs = serializer.NewCodecFactory(d.scheme)
 	d.SetResources(resources)
 	return d
@@ -69,7 +80,19 @@ func NewScheme() *runtime.Scheme {
 
 // SetResources replaces the served resources.
 func (d *Discovery) SetResources(resources []registry.Resource) {
-	d.docs.Store(build(resources, d.first))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.resources = resources
+	d.docs.Store(build(resources, d.priority))
+}
+
+// SetPriority sets the order of groups and versions (see Priority) and
+// rebuilds the documents with it; call it again when priorities change.
+func (d *Discovery) SetPriority(p Priority) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.priority = p
+	d.docs.Store(build(d.resources, p))
 }
 
 // StorageVersionHash is upstream's hash of a storage version: the first 8
@@ -87,7 +110,10 @@ func verbsOf(r registry.Resource) []string {
 	return out
 }
 
-func build(resources []registry.Resource, first []string) *documents {
+func build(resources []registry.Resource, priority Priority) *documents {
+	if priority == nil {
+		priority = func(schema.GroupVersion) (int32, int32) { return 0, 0 }
+	}
 	docs := &documents{resources: map[string]*metav1.APIResourceList{}}
 	// group -> versions, and gv -> resources, in input order first.
 	byGV := map[schema.GroupVersion][]registry.Resource{}
@@ -100,7 +126,7 @@ func build(resources []registry.Resource, first []string) *documents {
 		byGV[gv] = append(byGV[gv], r)
 	}
 	for g := range versionsByGroup {
-		sortVersions(versionsByGroup[g])
+		sortVersions(g, versionsByGroup[g], priority)
 	}
 
 	// Every version of a resource reports the hash of its storage version,
@@ -124,7 +150,7 @@ func build(resources []registry.Resource, first []string) *documents {
 			groupNames = append(groupNames, g)
 		}
 	}
-	sortGroups(groupNames, first)
+	sortGroups(groupNames, versionsByGroup, priority)
 	for _, g := range groupNames {
 		group := metav1.APIGroup{Name: g}
 		for _, v := range versionsByGroup[g] {
@@ -146,27 +172,45 @@ func build(resources []registry.Resource, first []string) *documents {
 	return docs
 }
 
-// sortVersions orders versions by Kubernetes priority: GA before beta before
-// alpha, higher numbers first (v2, v1, v1beta2, v1beta1, v1alpha1).
-func sortVersions(vs []string) {
+// sortVersions orders the versions of group by their versionPriority,
+// then by Kubernetes version order: GA before beta before alpha, higher
+// numbers first (v2, v1, v1beta2, v1beta1, v1alpha1).
+func sortVersions(group string, vs []string, priority Priority) {
 	sort.SliceStable(vs, func(i, j int) bool {
+		_, pi := priority(schema.GroupVersion{Group: group, Version: vs[i]})
+		_, pj := priority(schema.GroupVersion{Group: group, Version: vs[j]})
+		if pi != pj {
+			return pi > pj
+		}
 		return version.CompareKubeAwareVersionStrings(vs[i], vs[j]) > 0
 	})
 }
 
-// sortGroups puts the groups of first first, in that order, then the rest
-// by name.
-func sortGroups(gs []string, first []string) {
-	rank := map[string]int{}
-	for i, g := range first {
-		rank[g] = i - len(first) // negative: before every other group
+// sortGroups orders groups as upstream's aggregator: by the highest
+// groupPriorityMinimum of their versions, ties by that APIService's name.
+func sortGroups(gs []string, versionsByGroup map[string][]string, priority Priority) {
+	type rank struct {
+		priority int32
+		name     string
+	}
+	ranks := map[string]rank{}
+	for _, g := range gs {
+		var best rank
+		for i, v := range versionsByGroup[g] {
+			p, _ := priority(schema.GroupVersion{Group: g, Version: v})
+			name := v + "." + g
+			if i == 0 || p > best.priority || (p == best.priority && name < best.name) {
+				best = rank{p, name}
+			}
+		}
+		ranks[g] = best
 	}
 	sort.Slice(gs, func(i, j int) bool {
-		ri, rj := rank[gs[i]], rank[gs[j]]
-		if ri != rj {
-			return ri < rj
+		ri, rj := ranks[gs[i]], ranks[gs[j]]
+		if ri.priority != rj.priority {
+			return ri.priority > rj.priority
 		}
-		return gs[i] < gs[j]
+		return ri.name < rj.name
 	})
 }
 

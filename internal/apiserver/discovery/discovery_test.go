@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -483,4 +484,63 @@ func TestHead(t *testing.T) {
 		t.Errorf("HEAD: code %d, %d bytes", rec.Code, rec.Body.Len())
 	}
 	_, _ = io.Copy(io.Discard, rec.Body)
+}
+
+// TestPriorityOrder: with priorities set, groups are listed by their
+// highest groupPriorityMinimum (ties by APIService name) and versions by
+// versionPriority before version order, in the legacy and the aggregated
+// documents, as upstream's aggregator lists them.
+func TestPriorityOrder(t *testing.T) {
+	netV1 := schema.GroupVersion{Group: "networking.k8s.io", Version: "v1"}
+	calicoV1 := schema.GroupVersion{Group: "crd.projectcalico.org", Version: "v1"}
+	rs := append(testResources(),
+		registry.Resource{GroupVersion: netV1, Resource: "networkpolicies", Kind: "NetworkPolicy", SingularName: "networkpolicy", Namespaced: true},
+		registry.Resource{GroupVersion: calicoV1, Resource: "networkpolicies", Kind: "NetworkPolicy", SingularName: "networkpolicy", Namespaced: true})
+	prio := map[schema.GroupVersion][2]int32{
+		appsV1: {17800, 15}, asV1: {17500, 15}, asV2: {17500, 30}, batchV1: {17400, 15}, netV1: {17200, 15},
+		// A CRD group's (upstream's crdregistration: 1000/100) and one
+		// whose older version asks to be preferred.
+		calicoV1: {1000, 100}, exV1alpha1: {1000, 200}, exV1beta1: {1000, 100},
+	}
+	d := New(rs, testVersion())
+	d.SetPriority(func(gv schema.GroupVersion) (int32, int32) { p := prio[gv]; return p[0], p[1] })
+
+	var groups metav1.APIGroupList
+	rec := do(t, d, http.MethodGet, "/apis", "application/json")
+	if err := json.Unmarshal(rec.Body.Bytes(), &groups); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range groups.Groups {
+		var vs []string
+		for _, v := range g.Versions {
+			vs = append(vs, v.Version)
+		}
+		got = append(got, g.Name+"="+strings.Join(vs, ",")+" preferred "+g.PreferredVersion.Version)
+	}
+	want := []string{
+		"apps=v1 preferred v1", "autoscaling=v2,v1 preferred v2", "batch=v1 preferred v1", "networking.k8s.io=v1 preferred v1",
+		"crd.projectcalico.org=v1 preferred v1", "example.com=v1alpha1,v1beta1 preferred v1alpha1",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("/apis (-want +got):\n%s", diff)
+	}
+
+	var agg apidiscoveryv2.APIGroupDiscoveryList
+	rec = do(t, d, http.MethodGet, "/apis", acceptAggregatedJSON)
+	if err := json.Unmarshal(rec.Body.Bytes(), &agg); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, g := range agg.Items {
+		var vs []string
+		for _, v := range g.Versions {
+			vs = append(vs, v.Version)
+		}
+		got = append(got, g.Name+"="+strings.Join(vs, ","))
+	}
+	want = []string{"apps=v1", "autoscaling=v2,v1", "batch=v1", "networking.k8s.io=v1", "crd.projectcalico.org=v1", "example.com=v1alpha1,v1beta1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("aggregated /apis (-want +got):\n%s", diff)
+	}
 }

@@ -80,10 +80,11 @@ type CustomStorage struct {
 	// resource (the CRD's conversion: None rewrites apiVersion, Webhook
 	// asks the webhook). Nil means conversion None.
 	Convert func(obj runtime.Object, to schema.GroupVersion) (runtime.Object, error)
-	// Default, when set, applies the schema defaults of the version a
-	// stored object is in as it is read from etcd (nil: no version's
-	// schema has defaults).
-	Default func(obj runtime.Object)
+	// FromStorage, when set, is applied to an object as it is read from
+	// etcd, in the version it was stored in: upstream's storage decoder
+	// prunes it and applies defaults with that version's schema (nil: no
+	// version has a schema).
+	FromStorage func(obj runtime.Object)
 }
 
 // StoredVersion converts between a served version and the stored one.

@@ -37,7 +37,8 @@ var (
 const lookupTimeout = 5 * time.Second
 
 // Resolver resolves a service reference to an endpoint, reading Services
-// and EndpointSlices from the API server's caches (never etcd). It
+// and EndpointSlices from the API server's caches (never etcd; services/proxy
+// waits for the cache to be current). It
 // implements k8s.io/apiserver's webhook ServiceResolver.
 type Resolver struct {
 	r registry.Reader
@@ -81,7 +82,7 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string, port int
 	if svcPort == nil {
 		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", port, name))
 	}
-	slices, err := r.slices(ctx, namespace, name)
+	slices, err := r.slices(ctx, namespace, name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -97,10 +98,11 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string, port int
 }
 
 // slices are the EndpointSlices of service namespace/name (label
-// kubernetes.io/service-name), from the cache.
-func (r *Resolver) slices(ctx context.Context, namespace, name string) ([]*discoveryv1.EndpointSlice, error) {
+// kubernetes.io/service-name), from the cache; latest waits until the
+// cache holds every write made before the call.
+func (r *Resolver) slices(ctx context.Context, namespace, name string, latest bool) ([]*discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
-	if err := r.r.List(ctx, slicesGVR, namespace, false, list); err != nil {
+	if err := r.r.List(ctx, slicesGVR, namespace, latest, list); err != nil {
 		return nil, err
 	}
 	var slices []*discoveryv1.EndpointSlice
@@ -141,7 +143,9 @@ func (r *Resolver) ProxyEndpoint(ctx context.Context, namespace, name, port stri
 		}
 	}
 	noEndpoints := apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
-	slices, err := r.slices(ctx, namespace, name)
+	// A consistent read, as upstream's (it reads the Endpoints from
+	// etcd): a slice written just before the request is seen.
+	slices, err := r.slices(ctx, namespace, name, true)
 	if err != nil {
 		return "", apierrors.NewInternalError(err)
 	}

@@ -189,3 +189,29 @@ func TestProxyEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// lagging is a cache that has not yet seen the EndpointSlices written last:
+// only a consistent (latest) list returns them.
+type lagging struct{ objects }
+
+func (l lagging) List(ctx context.Context, gvr schema.GroupVersionResource, ns string, latest bool, into runtime.Object) error {
+	if gvr == slicesGVR && !latest {
+		return meta.SetList(into, nil)
+	}
+	return l.objects.List(ctx, gvr, ns, latest, into)
+}
+
+// TestProxyEndpointSeesTheLatestSlice: services/proxy finds a slice
+// written just before the request (upstream reads the Endpoints from etcd),
+// where the cache may not have it yet; the failure was a 503 "no endpoints
+// available" in TestProxyConformanceAgnhost under load.
+func TestProxyEndpointSeesTheLatestSlice(t *testing.T) {
+	o := lagging{objects{
+		podsGVR:   {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}, Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "192.0.2.7"}}}}},
+		slicesGVR: {slice("hook-a", "hook", "http", 8080, discoveryv1.Endpoint{Addresses: []string{"192.0.2.7"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "a"}})},
+	}}
+	got, err := New(o).ProxyEndpoint(context.Background(), "ns", "hook", "http", corev1.IPv4Protocol)
+	if err != nil || got != "192.0.2.7:8080" {
+		t.Errorf("ProxyEndpoint = %q, %v; want 192.0.2.7:8080", got, err)
+	}
+}

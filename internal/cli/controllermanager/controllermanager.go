@@ -29,7 +29,7 @@ import (
 type Flags struct {
 	Kubeconfig  string
 	Controllers []string
-	Address     string
+	Serving     component.SecureServing
 
 	LeaderElect bool
 	// UseSACredentials is --use-service-account-credentials.
@@ -60,7 +60,7 @@ func DefaultFlags() Flags {
 	o := manager.DefaultControllerOptions()
 	return Flags{
 		Controllers:        []string{"*"},
-		Address:            manager.DefaultAddress,
+		Serving:            component.DefaultSecureServing(manager.DefaultSecurePort),
 		LeaderElect:        true,
 		UseSACredentials:   true,
 		LeaseDuration:      manager.DefaultLeaseDuration,
@@ -92,7 +92,9 @@ func NewCommand() *cobra.Command {
 		Short: "Run the controller manager alone, against an API server",
 		Long: `Run Skiff's controllers (deployment, replicaset, ...) as a client of an
 API server, the way kube-controller-manager does. It serves /healthz and
-/metrics over plain HTTP on --address (default 127.0.0.1:10257) and, with
+/metrics over HTTPS on --bind-address:--secure-port (default 0.0.0.0:10257;
+/metrics to a bearer token or client certificate the API server authorizes
+for it) and, with
 --leader-elect (the default), runs controllers only while it holds the Lease
 kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 		Args: cobra.NoArgs,
@@ -110,7 +112,7 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required)")
 	fs.StringSliceVar(&f.Controllers, "controllers", f.Controllers, fmt.Sprintf("controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo. Known: %s", strings.Join(manager.Names(manager.Controllers()), ", ")))
-	fs.StringVar(&f.Address, "address", f.Address, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
+	f.Serving.AddFlags(fs)
 	fs.BoolVar(&f.UseSACredentials, "use-service-account-credentials", f.UseSACredentials, "run each controller with the token of its own kube-system service account (bound to its system:controller:<name> role by the bootstrap policy); false runs them all with the --kubeconfig identity, which then needs every controller's rights")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "take a Lease before running controllers, so that only one manager runs them")
 	fs.DurationVar(&f.LeaseDuration, "leader-elect-lease-duration", f.LeaseDuration, "how long other candidates wait after the leader's last renewal before taking over")
@@ -143,6 +145,7 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 // Config is the validated configuration of the command.
 type Config struct {
 	Kubeconfig string
+	Serving    component.SecureServing
 	Manager    manager.Options
 }
 
@@ -162,6 +165,9 @@ func (f Flags) Config() (Config, error) {
 	if f.RetryPeriod <= 0 {
 		errs = append(errs, errors.New("--leader-elect-retry-period must be positive"))
 	}
+	if err := f.Serving.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if f.KubeAPIQPS <= 0 || f.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
@@ -174,6 +180,7 @@ func (f Flags) Config() (Config, error) {
 	}
 	return Config{
 		Kubeconfig: f.Kubeconfig,
+		Serving:    f.Serving,
 		Manager: manager.Options{
 			Controllers:                  sel,
 			LeaderElect:                  f.LeaderElect,
@@ -183,7 +190,6 @@ func (f Flags) Config() (Config, error) {
 			LeaseDuration:                f.LeaseDuration,
 			RenewDeadline:                f.RenewDeadline,
 			RetryPeriod:                  f.RetryPeriod,
-			Address:                      f.Address,
 			QPS:                          f.KubeAPIQPS,
 			Burst:                        f.KubeAPIBurst,
 			Controller:                   opts,
@@ -254,13 +260,17 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.Manager.Controller.RootCAPEM = ca
 	}
-	// /metrics as upstream's secure port: token and authorization asked of
-	// the API server (component.Auth).
+	// /metrics as upstream's secure port: HTTPS, a token or client
+	// certificate, and authorization asked of the API server
+	// (component.Auth, component.SecureServing).
 	authClient, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return err
 	}
 	cfg.Manager.MetricsAuth = &component.Auth{Client: authClient}
+	if cfg.Manager.Address, cfg.Manager.TLS, err = cfg.Serving.Listen(ctx, authClient); err != nil {
+		return err
+	}
 	m, err := manager.New(restConfig, cfg.Manager)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 )
 
@@ -23,9 +24,9 @@ func TestConfig(t *testing.T) {
 			edit: func(f *Flags) { f.Kubeconfig = "k" },
 			check: func(t *testing.T, c Config) {
 				m := c.Manager
-				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, m.Address, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
+				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, c.Serving, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
 				got = append(got, m.Controller.ClusterCIDR, m.Controller.NodeCIDRMaskSize, m.UseServiceAccountCredentials)
-				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, "127.0.0.1:10257", 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24, true}
+				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, component.SecureServing{BindAddress: "0.0.0.0", SecurePort: 10257}, 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24, true}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("config (-want +got):\n%s", diff)
 				}
@@ -84,7 +85,7 @@ func TestConfig(t *testing.T) {
 			tc.check(t, cfg)
 		})
 	}
-	if DefaultFlags().Address != manager.DefaultAddress {
-		t.Errorf("default address differs from the manager's")
+	if got, want := DefaultFlags().Serving, (component.SecureServing{BindAddress: "0.0.0.0", SecurePort: manager.DefaultSecurePort}); got != want {
+		t.Errorf("default serving = %+v, want %+v", got, want)
 	}
 }

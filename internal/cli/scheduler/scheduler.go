@@ -30,7 +30,7 @@ import (
 type Flags struct {
 	Kubeconfig    string
 	ConfigFile    string
-	Address       string
+	Serving       component.SecureServing
 	LeaderElect   bool
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
@@ -46,7 +46,7 @@ type Flags struct {
 // DefaultFlags are upstream's defaults.
 func DefaultFlags() Flags {
 	return Flags{
-		Address:       app.DefaultAddress,
+		Serving:       component.DefaultSecureServing(app.DefaultSecurePort),
 		LeaderElect:   true,
 		LeaseDuration: config.DefaultLeaseDuration,
 		RenewDeadline: config.DefaultRenewDeadline,
@@ -68,7 +68,9 @@ does. --config reads a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v
 with profiles, plugins, weights and plugin args; without it the default profile
 "default-scheduler" is used. With --leader-elect (the default) it schedules only
 while it holds the Lease kube-system/kube-scheduler. /healthz and /metrics are
-served over plain HTTP on --address. SIGINT or SIGTERM stops it.`,
+served over HTTPS on --bind-address:--secure-port (default 0.0.0.0:10259;
+/metrics to a bearer token or client certificate the API server authorizes
+for it). SIGINT or SIGTERM stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.changed = map[string]bool{}
@@ -86,8 +88,8 @@ served over plain HTTP on --address. SIGINT or SIGTERM stops it.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to a kubeconfig for the API server (required unless the config file's clientConnection.kubeconfig is set)")
 	fs.StringVar(&f.ConfigFile, "config", "", "path to a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
-	fs.StringVar(&f.Address, "address", f.Address, "host:port for /healthz and /metrics over plain HTTP (empty disables)")
-	fs.BoolVar(&f.Profiling, "profiling", f.Profiling, "serve Go's profiles under /debug/pprof/ on --address, behind the same authentication and authorization as /metrics")
+	f.Serving.AddFlags(fs)
+	fs.BoolVar(&f.Profiling, "profiling", f.Profiling, "serve Go's profiles under /debug/pprof/ beside /metrics, behind the same authentication and authorization")
 	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "take a Lease before scheduling, so that only one scheduler binds pods (overrides the config file)")
 	fs.DurationVar(&f.LeaseDuration, "leader-elect-lease-duration", f.LeaseDuration, "how long other candidates wait after the leader's last renewal before taking over")
 	fs.DurationVar(&f.RenewDeadline, "leader-elect-renew-deadline", f.RenewDeadline, "how long the leader retries renewing before it gives up leading")
@@ -105,7 +107,7 @@ served over plain HTTP on --address. SIGINT or SIGTERM stops it.`,
 // Config is the validated configuration of the command.
 type Config struct {
 	Kubeconfig string
-	Address    string
+	Serving    component.SecureServing
 	Profiling  bool
 	Scheduler  config.Config
 }
@@ -148,6 +150,9 @@ func (f Flags) Config() (Config, error) {
 	if strings.TrimSpace(kubeconfig) == "" {
 		errs = append(errs, errors.New("--kubeconfig is required"))
 	}
+	if err := f.Serving.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if le.LeaderElect && le.LeaseDuration <= le.RenewDeadline {
 		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", le.LeaseDuration, le.RenewDeadline))
 	}
@@ -157,7 +162,7 @@ func (f Flags) Config() (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	return Config{Kubeconfig: kubeconfig, Address: f.Address, Profiling: f.Profiling, Scheduler: sc}, nil
+	return Config{Kubeconfig: kubeconfig, Serving: f.Serving, Profiling: f.Profiling, Scheduler: sc}, nil
 }
 
 // Run loads the kubeconfig and runs the scheduler until ctx is done.
@@ -166,16 +171,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
-	// /metrics as upstream's secure port: token and authorization asked of
-	// the API server (component.Auth).
+	// /metrics as upstream's secure port: HTTPS, a token or client
+	// certificate, and authorization asked of the API server
+	// (component.Auth, component.SecureServing).
 	authClient, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	addr, tlsConfig, err := cfg.Serving.Listen(ctx, authClient)
 	if err != nil {
 		return err
 	}
 	a, err := app.New(restConfig, app.Options{
 		Config:      cfg.Scheduler,
 		Registry:    plugins.NewInTreeRegistry(),
-		Address:     cfg.Address,
+		Address:     addr,
+		TLS:         tlsConfig,
 		MetricsAuth: &component.Auth{Client: authClient},
 		Profiling:   cfg.Profiling,
 	})

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skiff-sh/skiff/internal/component"
 )
 
 func TestFlagsConfig(t *testing.T) {
@@ -44,8 +46,8 @@ profiles:
 			if len(c.Scheduler.Profiles) != 1 || c.Scheduler.Profiles[0].SchedulerName != "default-scheduler" {
 				t.Errorf("profiles = %+v", c.Scheduler.Profiles)
 			}
-			if c.Address != "127.0.0.1:10259" {
-				t.Errorf("address = %q", c.Address)
+			if want := (component.SecureServing{BindAddress: "0.0.0.0", SecurePort: 10259}); c.Serving != want {
+				t.Errorf("serving = %+v, want %+v", c.Serving, want)
 			}
 		}},
 		{name: "config file wins over unset flags", edit: func(f *Flags) { f.ConfigFile = file }, check: func(t *testing.T, c Config) {

@@ -41,6 +41,23 @@ const DefaultWorkers = 5
 
 const jobIndexName = "skiff.sh/cronjob-controller-uid"
 
+// AddJobIndex adds the controller's index of Jobs by their CronJob's UID
+// to a Job informer, before it starts; once there, a second call is a
+// no-op.
+func AddJobIndex(inf cache.SharedIndexInformer) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[jobIndexName]; ok {
+		return nil
+	}
+	return inf.AddIndexers(cache.Indexers{jobIndexName: func(obj any) ([]string, error) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			if ref := metav1.GetControllerOf(j); ref != nil && ref.Kind == cronJobKind.Kind {
+				return []string{string(ref.UID)}, nil
+			}
+		}
+		return nil, nil
+	}})
+}
+
 var cronJobKind = batchv1.SchemeGroupVersion.WithKind("CronJob")
 
 // Controller is the CronJob controller.
@@ -71,16 +88,10 @@ func New(_ context.Context, cc controllercontext.Context) (controllercontext.Con
 	}
 	cronJobs := cc.Informers.Batch().V1().CronJobs()
 	jobs := cc.Informers.Batch().V1().Jobs()
-	if err := jobs.Informer().AddIndexers(cache.Indexers{jobIndexName: func(obj any) ([]string, error) {
-		if j, ok := obj.(*batchv1.Job); ok {
-			if ref := metav1.GetControllerOf(j); ref != nil && ref.Kind == cronJobKind.Kind {
-				return []string{string(ref.UID)}, nil
-			}
-		}
-		return nil, nil
-	}}); err != nil {
+	if err := AddJobIndex(jobs.Informer()); err != nil {
 		return nil, fmt.Errorf("cronjob: job index: %w", err)
 	}
+
 	c := &Controller{
 		client:         cc.Client,
 		cronJobLister:  cronJobs.Lister(),

@@ -262,9 +262,16 @@ func (c *Controller) Sync(ctx context.Context, key string) error {
 		return nil
 	}
 
-	rsList, err := c.claimReplicaSets(ctx, d)
+	claimed, err := c.claimReplicaSets(ctx, d)
 	if err != nil {
 		return err
+	}
+	// The sync scales ReplicaSets and goes on with their new state
+	// (scaleReplicaSet): it works on copies, never on the informer's
+	// objects, which other readers share.
+	rsList := make([]*appsv1.ReplicaSet, len(claimed))
+	for i, rs := range claimed {
+		rsList[i] = rs.DeepCopy()
 	}
 	if d.DeletionTimestamp != nil {
 		return c.syncStatusOnly(ctx, d, rsList)

@@ -97,7 +97,7 @@ func (c *Controller) newReplicaSet(ctx context.Context, d *appsv1.Deployment, ex
 			return nil, getErr
 		}
 		if ref := metav1.GetControllerOf(found); ref != nil && ref.UID == d.UID && EqualIgnoreHash(&d.Spec.Template, &found.Spec.Template) {
-			created, err = found, nil
+			created, err = found.DeepCopy(), nil // the sync may scale it (scaleReplicaSet)
 			break
 		}
 		// A hash collision: bump collisionCount so the next sync picks another name.
@@ -357,7 +357,7 @@ func (c *Controller) scaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet,
 	if err != nil {
 		return false, rs, fmt.Errorf("scale replica set %s: %w", rs.Name, err)
 	}
-	*rs = *updated
+	*rs = *updated // a copy the sync made (Sync), not the informer's
 	if sizeChanged {
 		c.recorder.Eventf(d, corev1.EventTypeNormal, ReasonScalingReplicaSet, "Scaled %s replica set %s from %d to %d", op, rs.Name, from, size)
 	}

@@ -27,6 +27,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -39,7 +40,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -57,12 +57,16 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/component"
 	"github.com/skiff-sh/skiff/internal/controller/controllercontext"
+	"github.com/skiff-sh/skiff/internal/controller/cronjob"
 	"github.com/skiff-sh/skiff/internal/controller/nodeipam"
+	"github.com/skiff-sh/skiff/internal/controller/nodelifecycle"
+	"github.com/skiff-sh/skiff/internal/controller/podowner"
+	"github.com/skiff-sh/skiff/internal/sharedinformers"
 )
 
 // Defaults, upstream's where upstream has one.
 const (
-	DefaultAddress        = "127.0.0.1:10257"
+	DefaultSecurePort     = 10257 // kube-controller-manager's
 	DefaultLeaseNamespace = "kube-system"
 	DefaultLeaseName      = "kube-controller-manager"
 	DefaultLeaseDuration  = 15 * time.Second
@@ -103,7 +107,11 @@ type Options struct {
 	InitFuncs map[string]controllercontext.InitFunc
 	// LeaderElect turns on leader election on the Lease
 	// LeaseNamespace/LeaseName with the given durations.
-	LeaderElect    bool
+	LeaderElect bool
+	// Recampaign: a lost leadership stops the controllers and campaigns
+	// again instead of ending Start (`skiff server`; see
+	// component.Election).
+	Recampaign     bool
 	LeaseNamespace string
 	LeaseName      string
 	LeaseDuration  time.Duration
@@ -111,10 +119,12 @@ type Options struct {
 	RetryPeriod    time.Duration
 	// Identity is this manager's holder identity (default hostname_uuid).
 	Identity string
-	// Address serves /healthz and /metrics over plain HTTP; empty serves
-	// nothing (in-process in `skiff server`, whose API server serves the
-	// shared registry on /metrics).
+	// Address serves /healthz and /metrics, over HTTPS with TLS (the
+	// secure port) or plain HTTP without; empty serves nothing
+	// (in-process in `skiff server`, whose API server serves the shared
+	// registry on /metrics).
 	Address string
+	TLS     *tls.Config
 	// MetricsAuth, when set, guards /metrics with delegated authentication
 	// and authorization (TokenReview, SubjectAccessReview), as upstream's
 	// secure port does; `skiff controller-manager` sets it.
@@ -127,6 +137,11 @@ type Options struct {
 	Burst int
 	// ResyncPeriod of the shared informers (default 12h).
 	ResyncPeriod time.Duration
+	// SharedInformers, when set, holds the typed informers instead of a
+	// factory of the manager's own: `skiff server` shares one with its
+	// scheduler, so each pod and node is cached once. Prepare it with
+	// PrepareInformers before anything starts it.
+	SharedInformers *sharedinformers.Process
 	// UseServiceAccountCredentials runs each controller's clients as its
 	// own kube-system service account (upstream's
 	// --use-service-account-credentials; ServiceAccountName), with tokens
@@ -287,7 +302,9 @@ func (legacyWorkqueue) Gather() ([]*dto.MetricFamily, error) {
 }
 
 func (m *Manager) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	addr, stop, err := component.ServeWithAuth(ctx, "controller manager", m.opts.Address, prometheus.Gatherers{m.opts.Metrics, legacyWorkqueue{}}, watchdog, m.opts.MetricsAuth)
+	addr, stop, err := component.ServeEndpoints(ctx, "controller manager", m.opts.Address, component.Endpoints{
+		Metrics: prometheus.Gatherers{m.opts.Metrics, legacyWorkqueue{}}, WatchDog: watchdog, Auth: m.opts.MetricsAuth, TLS: m.opts.TLS,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +323,7 @@ func (m *Manager) runLeading(ctx context.Context, watchdog *leaderelection.Healt
 		Name: "controller manager", Work: "controllers", Client: client,
 		Namespace: m.opts.LeaseNamespace, Lease: m.opts.LeaseName, Identity: m.opts.Identity,
 		LeaseDuration: m.opts.LeaseDuration, RenewDeadline: m.opts.RenewDeadline, RetryPeriod: m.opts.RetryPeriod,
-		WatchDog: watchdog,
+		WatchDog: watchdog, Recampaign: m.opts.Recampaign,
 	}, m.run)
 }
 
@@ -333,13 +350,16 @@ func (m *Manager) controllerConfig(name string, creds *accountCredentials) *rest
 	return c
 }
 
-// trimManagedFields is the informers' transform: it drops an object's
-// managedFields before the informer caches it.
-func trimManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
+// PrepareInformers adds to a factory that others share (before it
+// starts) the indexes the controllers add to their informers, which only
+// an informer that has not started can take.
+func PrepareInformers(f informers.SharedInformerFactory) error {
+	pods := f.Core().V1().Pods().Informer()
+	return errors.Join(
+		podowner.AddIndex(pods),
+		nodelifecycle.AddPodIndex(pods),
+		cronjob.AddJobIndex(f.Batch().V1().Jobs().Informer()),
+	)
 }
 
 // run builds, syncs and starts the enabled controllers, and blocks until
@@ -349,19 +369,24 @@ func (m *Manager) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	shared, err := kubernetes.NewForConfig(m.clientConfig("shared-informers"))
-	if err != nil {
-		return fmt.Errorf("controller manager: informer client: %w", err)
+	// Both factories drop managedFields from what they cache, as
+	// kube-controller-manager's do.
+	var factory informers.SharedInformerFactory
+	if m.opts.SharedInformers != nil {
+		// Shutdown removes the controllers' handlers; the informers run on.
+		factory = m.opts.SharedInformers.Scope(false)
+	} else {
+		shared, err := kubernetes.NewForConfig(m.clientConfig("shared-informers"))
+		if err != nil {
+			return fmt.Errorf("controller manager: informer client: %w", err)
+		}
+		factory = informers.NewSharedInformerFactoryWithOptions(shared, m.opts.ResyncPeriod, informers.WithTransform(sharedinformers.StripManagedFields))
 	}
 	metaShared, err := metadata.NewForConfig(m.clientConfig("shared-informers"))
 	if err != nil {
 		return fmt.Errorf("controller manager: metadata informer client: %w", err)
 	}
-	// Both factories drop managedFields from what they cache, as
-	// kube-controller-manager's do: no controller reads them, and they are
-	// often the larger part of an object.
-	factory := informers.NewSharedInformerFactoryWithOptions(shared, m.opts.ResyncPeriod, informers.WithTransform(trimManagedFields))
-	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaShared, m.opts.ResyncPeriod, metadatainformer.WithTransform(trimManagedFields))
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(metaShared, m.opts.ResyncPeriod, metadatainformer.WithTransform(sharedinformers.StripManagedFields))
 	defer factory.Shutdown()
 	defer metaFactory.Shutdown()
 

@@ -53,6 +53,21 @@ const EvictionPeriod = 100 * time.Millisecond
 // nodeNameIndex indexes pods by spec.nodeName.
 const nodeNameIndex = "skiff.nodelifecycle/nodeName"
 
+// AddPodIndex adds the controller's index of pods by node to a pod
+// informer, before it starts; once there, a second call is a no-op.
+// Without it (the informer had started), pods are found by a scan.
+func AddPodIndex(inf cache.SharedIndexInformer) error {
+	if _, ok := inf.GetIndexer().GetIndexers()[nodeNameIndex]; ok {
+		return nil
+	}
+	return inf.AddIndexers(cache.Indexers{nodeNameIndex: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+}
+
 // Options are the controller's durations and rates; zero fields take
 // upstream's defaults.
 type Options struct {
@@ -155,16 +170,8 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 	}
 	c.nodeQueue = worker.NewQueue("node_lifecycle_controller", c.syncNode, worker.Options[string]{Workers: 4, Clock: c.clock})
 	c.podQueue = worker.NewQueue("noexecute_taint_eviction", c.syncPod, worker.Options[string]{Workers: 4, Clock: c.clock})
-	if _, ok := c.podIndexer.GetIndexers()[nodeNameIndex]; ok {
-		c.podIndexed = true
-	} else if err := podInf.Informer().AddIndexers(cache.Indexers{nodeNameIndex: func(obj any) ([]string, error) {
-		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			return []string{p.Spec.NodeName}, nil
-		}
-		return nil, nil
-	}}); err == nil {
-		c.podIndexed = true
-	}
+	c.podIndexed = AddPodIndex(podInf.Informer()) == nil
+
 	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.nodeChanged(nil, obj) },
 		UpdateFunc: c.nodeChanged,

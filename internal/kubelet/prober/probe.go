@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -89,10 +91,21 @@ func Run(ctx context.Context, p *corev1.Probe, t Target) (Result, string) {
 		}
 		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
 		if err != nil {
+			// Upstream's messages. Its dial blocks until connected, so a
+			// connection failure is reported as such; here the connection
+			// is made by the call and shows as Unavailable.
+			switch status.Code(err) {
+			case codes.Unimplemented:
+				return Failure, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", status.Convert(err).Message())
+			case codes.DeadlineExceeded:
+				return Failure, fmt.Sprintf("timeout: health rpc did not complete within %s", timeout)
+			case codes.Unavailable:
+				return Failure, fmt.Sprintf("error: failed to connect service at %q: %v", addr, err)
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return Failure, fmt.Sprintf("timeout: health rpc did not complete within %s", timeout)
 			}
-			return Failure, fmt.Sprintf("failed to connect service %q within %s: %v", addr, timeout, err)
+			return Failure, fmt.Sprintf("error: health rpc probe failed: %v", err)
 		}
 		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			return Failure, fmt.Sprintf("service unhealthy (responded with %q)", resp.GetStatus().String())

@@ -12,6 +12,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -33,11 +33,12 @@ import (
 	"github.com/skiff-sh/skiff/internal/scheduler/config"
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	"github.com/skiff-sh/skiff/internal/scheduler/metrics"
+	"github.com/skiff-sh/skiff/internal/sharedinformers"
 )
 
-// DefaultAddress is where `skiff scheduler` serves /healthz and /metrics
-// (kube-scheduler's port, over plain HTTP on loopback).
-const DefaultAddress = "127.0.0.1:10259"
+// DefaultSecurePort is where `skiff scheduler` serves /healthz and
+// /metrics over HTTPS (kube-scheduler's port).
+const DefaultSecurePort = 10259
 
 // UserAgent prefixes the clients' user agents.
 const UserAgent = "skiff-scheduler"
@@ -52,9 +53,11 @@ type Options struct {
 	// Identity is the holder identity of the Lease and the events'
 	// reportingInstance (default hostname_uuid).
 	Identity string
-	// Address serves /healthz and /metrics; empty serves nothing (in
-	// `skiff server`, whose API server serves Metrics on /metrics).
+	// Address serves /healthz and /metrics, over HTTPS with TLS (the
+	// secure port) or plain HTTP without; empty serves nothing (in `skiff
+	// server`, whose API server serves Metrics on /metrics).
 	Address string
+	TLS     *tls.Config
 	// MetricsAuth, when set, guards /metrics with delegated authentication
 	// and authorization (TokenReview, SubjectAccessReview), as upstream's
 	// secure port does; `skiff scheduler` sets it.
@@ -66,6 +69,13 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// Clock is handed to the scheduler (default the real clock).
 	Clock clock.WithTickerAndDelayedExecution
+	// SharedInformers, when set, holds the informers instead of a factory
+	// of the scheduler's own: `skiff server` shares one with its
+	// controller manager, so each pod and node is cached once.
+	SharedInformers *sharedinformers.Process
+	// Recampaign: a lost leadership stops scheduling and campaigns again
+	// instead of ending Start (`skiff server`; see component.Election).
+	Recampaign bool
 }
 
 // App runs a scheduler with leader election.
@@ -166,7 +176,7 @@ func (a *App) Start(ctx context.Context) error {
 		Name: "scheduler", Work: "scheduling", Client: client,
 		Namespace: le.ResourceNamespace, Lease: le.ResourceName, Identity: a.opts.Identity,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-		WatchDog: watchdog,
+		WatchDog: watchdog, Recampaign: a.opts.Recampaign,
 	}, a.run)
 }
 
@@ -191,7 +201,13 @@ func (a *App) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: events client: %w", err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(StripManagedFields))
+	var factory informers.SharedInformerFactory
+	if a.opts.SharedInformers != nil {
+		// Shutdown removes the scheduler's handlers; the informers run on.
+		factory = a.opts.SharedInformers.Scope(true)
+	} else {
+		factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(sharedinformers.StripManagedFields))
+	}
 	defer factory.Shutdown()
 	// Shutdown waits for the informers, which stop only with ctx: cancel it
 	// first (defers run last-in first-out) so an early error cannot hang here.
@@ -223,23 +239,10 @@ func (a *App) run(ctx context.Context) error {
 	return s.Run(ctx)
 }
 
-// StripManagedFields drops metadata.managedFields from informer objects:
-// the scheduler never reads them and they are a large part of each object.
-func StripManagedFields(obj any) (any, error) {
-	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if m := acc.GetObjectMeta(); m != nil {
-			m.SetManagedFields(nil)
-		}
-	}
-	return obj, nil
-}
-
 func (a *App) serve(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) (func(), error) {
-	serve := component.ServeWithAuth
-	if a.opts.Profiling {
-		serve = component.ServeWithProfiling
-	}
-	addr, stop, err := serve(ctx, "scheduler", a.opts.Address, a.opts.Metrics, watchdog, a.opts.MetricsAuth)
+	addr, stop, err := component.ServeEndpoints(ctx, "scheduler", a.opts.Address, component.Endpoints{
+		Metrics: a.opts.Metrics, WatchDog: watchdog, Auth: a.opts.MetricsAuth, Profiling: a.opts.Profiling, TLS: a.opts.TLS,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,9 @@ type Runtime struct {
 	sandboxes  map[string]*runtimeapi.PodSandboxStatus
 	sbConfigs  map[string]*runtimeapi.PodSandboxConfig
 	containers map[string]*Container
+	// stops counts StopPodSandbox calls (a real runtime tears the pod's
+	// network down at each: CNI DEL).
+	stops int
 	// NetworkReady is reported in Status (default true).
 	NetworkReady bool
 	// ExecSyncFunc answers ExecSync (default: exit 0).
@@ -95,6 +98,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxCon
 func (r *Runtime) StopPodSandbox(_ context.Context, id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stops++
 	if s, ok := r.sandboxes[id]; ok {
 		s.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
 		for _, c := range r.containers {
@@ -104,6 +108,13 @@ func (r *Runtime) StopPodSandbox(_ context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// SandboxStops is the number of StopPodSandbox calls so far.
+func (r *Runtime) SandboxStops() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stops
 }
 
 func (r *Runtime) RemovePodSandbox(_ context.Context, id string) error {

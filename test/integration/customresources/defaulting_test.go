@@ -37,7 +37,8 @@ spec:
 // TestCustomResourceDefaultingFromStorage: a default added to the schema
 // after an object was stored shows on GET, LIST and WATCH of that object,
 // which etcd still holds without it (as upstream's conformance test
-// "custom resource defaulting for requests and from storage works").
+// "custom resource defaulting for requests and from storage works"); a
+// field removed from the schema no longer shows, though etcd holds it.
 func TestCustomResourceDefaultingFromStorage(t *testing.T) {
 	c := testapiserver.Start(t)
 	ctx := testCtx(t)
@@ -110,5 +111,33 @@ func TestCustomResourceDefaultingFromStorage(t *testing.T) {
 	}
 	if a, _, _ := unstructured.NestedString(created.Object, "a"); a != "A" {
 		t.Errorf("create: a = %q, want the default A", a)
+	}
+
+	// A field the schema stops declaring is pruned as the object is read,
+	// as upstream's storage decoder does, while etcd still holds it.
+	if _, err := gizmos.Create(ctx, &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "defaults.example.com/v1", "kind": "Gizmo",
+		"metadata": map[string]interface{}{"name": "with-b"}, "b": "B",
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create with b: %v", err)
+	}
+	if _, err := ax.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, "gizmos.defaults.example.com", types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/spec/versions/0/schema/openAPIV3Schema/properties/b"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("remove b: %v", err)
+	}
+	eventually(t, 10*time.Second, "GET no longer shows b", func() (bool, error) {
+		got, err := gizmos.Get(ctx, "with-b", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, found, _ := unstructured.NestedString(got.Object, "b")
+		return !found, nil
+	})
+	resp, err = c.Etcd().Get(ctx, "/registry/defaults.example.com/gizmos/with-b")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("etcd get: %v", err)
+	}
+	if v := string(resp.Kvs[0].Value); !strings.Contains(v, `"b":"B"`) {
+		t.Errorf("etcd holds %s; want the object as written, with b", v)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/skiff-sh/skiff/internal/apiserver/admission"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 	"github.com/skiff-sh/skiff/internal/apiserver/registry"
 )
@@ -96,7 +97,7 @@ func newShared(d Deps) shared {
 
 // dispatch runs one upstream dispatcher on a Skiff request; the warnings
 // it adds become Warning headers and its audit annotations are handed to
-// the request's audit event (WithAuditAnnotator).
+// the request's audit event (audit.AddAnnotations).
 func dispatch[H any](ctx context.Context, s shared, a *admission.Attributes, d generic.Dispatcher[H], hooks func(context.Context) ([]H, error)) error {
 	if skipped.Has(a.Resource.GroupResource()) {
 		return nil
@@ -115,10 +116,8 @@ func dispatch[H any](ctx context.Context, s shared, a *admission.Attributes, d g
 		rc.SetIsReinvoke()
 		err = d.Dispatch(ctx, attrs, s.objects, hs)
 	}
-	if annotate := auditAnnotatorFrom(ctx); annotate != nil {
-		for k, v := range attrs.annotations {
-			annotate(k, v)
-		}
+	for k, v := range attrs.annotations {
+		audit.AddAnnotations(ctx, k, v)
 	}
 	return err
 }
@@ -246,20 +245,6 @@ func pointers[T any](items []T) []*T {
 		out[i] = &items[i]
 	}
 	return out
-}
-
-type auditAnnotatorKey struct{}
-
-// WithAuditAnnotator returns a context whose admission policy audit
-// annotations (Audit actions, auditAnnotations) are passed to annotate,
-// e.g. the request's audit event.
-func WithAuditAnnotator(ctx context.Context, annotate func(key, value string)) context.Context {
-	return context.WithValue(ctx, auditAnnotatorKey{}, annotate)
-}
-
-func auditAnnotatorFrom(ctx context.Context) func(key, value string) {
-	f, _ := ctx.Value(auditAnnotatorKey{}).(func(key, value string))
-	return f
 }
 
 var _ upstream.Attributes = (*requestAttributes)(nil)

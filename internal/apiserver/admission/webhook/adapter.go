@@ -19,6 +19,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	skadmission "github.com/skiff-sh/skiff/internal/apiserver/admission"
+	"github.com/skiff-sh/skiff/internal/apiserver/audit"
 	"github.com/skiff-sh/skiff/internal/apiserver/authn"
 	"github.com/skiff-sh/skiff/internal/apiserver/authz"
 )
@@ -113,13 +114,9 @@ func (at *attributes) AddAnnotationWithLevel(key, value string, _ auditinternal.
 	return nil
 }
 
-// finish hands the audit annotations to the request's audit event (see
-// WithAuditAnnotator).
+// finish hands the audit annotations to the request's audit event
+// (audit.AddAnnotations).
 func (at *attributes) finish(ctx context.Context) {
-	annotate, _ := ctx.Value(auditAnnotatorKey{}).(func(key, value string))
-	if annotate == nil {
-		return
-	}
 	at.mu.Lock()
 	defer at.mu.Unlock()
 	keys := make([]string, 0, len(at.annotations))
@@ -128,7 +125,7 @@ func (at *attributes) finish(ctx context.Context) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		annotate(k, at.annotations[k])
+		audit.AddAnnotations(ctx, k, at.annotations[k])
 	}
 }
 

@@ -300,16 +300,6 @@ func (v *Validating) Validate(ctx context.Context, a *skadmission.Attributes) er
 	return v.plugin.Validate(ctx, attrs, v.s.objects)
 }
 
-type auditAnnotatorKey struct{}
-
-// WithAuditAnnotator returns a context whose webhook audit annotations
-// (the webhooks' auditAnnotations, prefixed with the webhook's name, and
-// upstream's patch and mutation annotations) are passed to annotate: the
-// request's audit event.
-func WithAuditAnnotator(ctx context.Context, annotate func(key, value string)) context.Context {
-	return context.WithValue(ctx, auditAnnotatorKey{}, annotate)
-}
-
 // recorder passes the webhooks' warnings on to the request (validating
 // webhooks run in parallel, hence the lock).
 type recorder struct {

@@ -80,7 +80,3 @@ func Resources(deps registry.Deps) []registry.Resource {
 	}
 	return rs
 }
-
-// PreferredGroups are listed first in discovery, in this order; the rest
-// follow by name. Upstream's group priorities put apps first.
-func PreferredGroups() []string { return []string{"apps"} }

@@ -25,9 +25,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestIssueThreeSubresources drives the subresources and computed
+// TestSubresourcesAndComputedResources drives the subresources and computed
 // resources of the wider API surface through client-go.
-func TestIssueThreeSubresources(t *testing.T) {
+func TestSubresourcesAndComputedResources(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
 	cs := c.Clientset()
