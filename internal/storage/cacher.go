@@ -500,6 +500,7 @@ func (c *cache) decodeFailed(logger klog.Logger, key string, rev int64, err erro
 }
 
 func (c *cache) cachedObject(key string, obj runtime.Object, rv int64) (*CachedObject, error) {
+	internManagedFields(obj)
 	var l labels.Set
 	var f fields.Set
 	if c.getAttrs != nil {
