@@ -48,6 +48,7 @@ func BenchmarkAtScale(b *testing.B) {
 			b.ReportMetric(r.running.Seconds(), side+"_running_s")
 			b.ReportMetric(float64(r.settled.hwm)/(1<<20), side+"_peak_rss_MiB")
 			b.ReportMetric(float64(r.settled.rss)/(1<<20), side+"_settled_rss_MiB")
+			b.ReportMetric(r.settled.cpu.Seconds(), side+"_cpu_s")
 		}
 	}
 }

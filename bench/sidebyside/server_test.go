@@ -29,12 +29,13 @@ var (
 // sample is one control plane's memory at one moment, summed over its
 // processes, with each process's own figures for the record.
 type sample struct {
-	rss, hwm, anon int64 // bytes: VmRSS, VmHWM (peak), RssAnon
+	rss, hwm, anon int64         // bytes: VmRSS, VmHWM (peak), RssAnon
+	cpu            time.Duration // user + system CPU since the start
 	procs          []string
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("RSS %4d MiB (anon %4d MiB) peak %4d MiB  [%s]", s.rss>>20, s.anon>>20, s.hwm>>20, strings.Join(s.procs, ", "))
+	return fmt.Sprintf("RSS %4d MiB (anon %4d MiB) peak %4d MiB CPU %v  [%s]", s.rss>>20, s.anon>>20, s.hwm>>20, s.cpu.Round(time.Second), strings.Join(s.procs, ", "))
 }
 
 // BenchmarkServerMemory compares the memory of `skiff server` (API server,
@@ -172,6 +173,7 @@ func (c *controlPlane) memory(b *testing.B) sample {
 		}
 		hwm, rss, anon := p.memoryAnon(b)
 		s.rss, s.hwm, s.anon = s.rss+rss, s.hwm+hwm, s.anon+anon
+		s.cpu += p.cpu(b)
 		s.procs = append(s.procs, fmt.Sprintf("%s %d/%d", p.name, rss>>20, hwm>>20))
 	}
 	return s
