@@ -285,7 +285,10 @@ func (q *PriorityQueue) updateLocked(ctx context.Context, pod *v1.Pod) {
 }
 
 // podChanged reports a change that could affect scheduling: anything but
-// the status and the bookkeeping metadata.
+// the bookkeeping metadata, the finalizers and the status, of which only
+// the claims' names count (the resource-claim controller writes them once
+// it has made a pod's claims from their templates: until then
+// DynamicResources cannot find them), as upstream's queue counts them.
 func podChanged(a, b *v1.Pod) bool {
 	if a == nil || b == nil {
 		return true
@@ -295,7 +298,8 @@ func podChanged(a, b *v1.Pod) bool {
 		c.ResourceVersion = ""
 		c.Generation = 0
 		c.ManagedFields = nil
-		c.Status = v1.PodStatus{}
+		c.Finalizers = nil
+		c.Status = v1.PodStatus{ResourceClaimStatuses: p.Status.ResourceClaimStatuses}
 		return c
 	}
 	return !equality.Semantic.DeepEqual(strip(a), strip(b))

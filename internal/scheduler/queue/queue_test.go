@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
 	st "github.com/skiff-sh/skiff/internal/scheduler/testing"
@@ -135,6 +136,19 @@ func TestFailedPodFlow(t *testing.T) {
 		{name: "no leftover flush before 5 minutes", plugin: "NodeResourcesFit", after: func(q *PriorityQueue, clk *testingclock.FakeClock) {
 			clk.Step(4 * time.Minute)
 			q.FlushUnschedulableLeftover()
+		}, want: Unschedulable},
+		{name: "claim names in the status of a parked pod move it", plugin: "DynamicResources", after: func(q *PriorityQueue, clk *testingclock.FakeClock) {
+			old := st.MakePod().Name("p").Obj()
+			p := old.DeepCopy()
+			p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("p-gpu-x7k2q")}}
+			q.Update(ctx, old, p)
+		}, want: Backoff},
+		{name: "other status of a parked pod leaves it", plugin: "DynamicResources", after: func(q *PriorityQueue, clk *testingclock.FakeClock) {
+			old := st.MakePod().Name("p").Obj()
+			p := old.DeepCopy()
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable"}}
+			p.Finalizers = []string{"example.com/f"}
+			q.Update(ctx, old, p)
 		}, want: Unschedulable},
 		{name: "spec update of a parked pod moves it", plugin: "NodeResourcesFit", after: func(q *PriorityQueue, clk *testingclock.FakeClock) {
 			old := st.MakePod().Name("p").Obj()
