@@ -37,6 +37,32 @@ func (s *Server) InProcessCache(gvr schema.GroupVersionResource) (*InProcessCach
 	return &InProcessCache{h: h}, true
 }
 
+// InProcessResource is the resource of kind gvk whose cache InProcessCache
+// serves; false when there is none, or more than one.
+func (s *Server) InProcessResource(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+	s.inProcessOnce.Do(func() {
+		s.inProcessKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{}
+		seen := map[schema.GroupVersionKind]int{}
+		for gvr := range s.handlers {
+			if _, ok := s.InProcessCache(gvr); ok {
+				gvk := s.handlers[gvr].gvk
+				seen[gvk]++
+				s.inProcessKinds[gvk] = gvr
+			}
+		}
+		for gvk, n := range seen {
+			if n > 1 {
+				delete(s.inProcessKinds, gvk)
+			}
+		}
+	})
+	gvr, ok := s.inProcessKinds[gvk]
+	return gvr, ok
+}
+
+// Kind is the kind of the objects the cache holds.
+func (c *InProcessCache) Kind() schema.GroupVersionKind { return c.h.gvk }
+
 // params reads opts as the HTTP path reads the same query parameters, with
 // its validation and defaults.
 func (c *InProcessCache) params(opts metav1.ListOptions) (listParams, error) {

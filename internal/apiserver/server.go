@@ -168,6 +168,9 @@ type Server struct {
 	handlers  map[schema.GroupVersionResource]*resourceHandler
 	cachers   []*storage.Cacher
 
+	inProcessOnce  sync.Once // InProcessResource's index, made on first use
+	inProcessKinds map[schema.GroupVersionKind]schema.GroupVersionResource
+
 	kubelet kubeletClient
 	proxy   proxyClient // pods/proxy, services/proxy (proxy.go)
 	// flow limits requests (API Priority and Fairness, or max-in-flight);

@@ -487,14 +487,20 @@ func newSharedInformers(ctx context.Context, cmConfig *rest.Config, resync time.
 
 // InProcessCaches are the API server's watch caches that in-process
 // informers read directly (sharedinformers.Caches).
-func InProcessCaches(api *apiserver.Server) sharedinformers.Caches {
-	return func(gvr schema.GroupVersionResource) (sharedinformers.Cache, bool) {
-		c, ok := api.InProcessCache(gvr)
-		if !ok {
-			return nil, false
-		}
-		return c, true
+func InProcessCaches(api *apiserver.Server) sharedinformers.Caches { return inProcessCaches{api} }
+
+type inProcessCaches struct{ api *apiserver.Server }
+
+func (c inProcessCaches) ForResource(gvr schema.GroupVersionResource) (sharedinformers.Cache, schema.GroupVersionKind, bool) {
+	cache, ok := c.api.InProcessCache(gvr)
+	if !ok {
+		return nil, schema.GroupVersionKind{}, false
 	}
+	return cache, cache.Kind(), true
+}
+
+func (c inProcessCaches) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+	return c.api.InProcessResource(gvk)
 }
 
 // useServiceAccountCredentials: each controller runs as its own

@@ -2,16 +2,19 @@ package sharedinformers
 
 import (
 	"context"
-	"fmt"
 	"reflect"
+	"sync"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Cache serves one resource's lists and watches in process, from the API
@@ -23,116 +26,112 @@ type Cache interface {
 	Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// Caches finds the in-process cache of a resource; false: its informers
-// list and watch through the client.
-type Caches func(schema.GroupVersionResource) (Cache, bool)
-
-// The resources whose informers read the API server's cache in process
-// when it serves them: the bulk of a large cluster's objects.
-var (
-	podsResource  = corev1.SchemeGroupVersion.WithResource("pods")
-	nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
-)
-
-// inProcessClient is a client whose lists and watches of pods and nodes
-// go to the API server's cache in process; everything else goes through
-// the client it wraps.
-type inProcessClient struct {
-	kubernetes.Interface
-	pods, nodes Cache
+// Caches finds the API server's in-process caches.
+type Caches interface {
+	// ForResource is resource's cache and the kind of its objects; false:
+	// its informers list and watch through the client.
+	ForResource(schema.GroupVersionResource) (Cache, schema.GroupVersionKind, bool)
+	// ResourceFor is the resource of kind that ForResource serves.
+	ResourceFor(schema.GroupVersionKind) (schema.GroupVersionResource, bool)
 }
 
-// inProcess wraps client so that the resources caches serves are listed
-// and watched in process. served tells the object types whose informers
-// hold shared objects (the transform must leave those alone).
-func inProcess(client kubernetes.Interface, caches Caches) (kubernetes.Interface, map[reflect.Type]bool) {
-	served := map[reflect.Type]bool{}
-	if caches == nil {
-		return client, served
+// inProcessFactory is the process's informer factory. The informers of
+// every kind the API server caches list and watch that cache in process
+// (the typed ones through InformerFor, the generic ones through
+// ForResource), so each object is held once in the process, by the cache;
+// the informers of anything else go through the client.
+type inProcessFactory struct {
+	informers.SharedInformerFactory // the client's factory, which holds the informers
+	client                          kubernetes.Interface
+	caches                          Caches
+
+	mu     sync.Mutex
+	served map[reflect.Type]*servedType // nil: not served in process
+}
+
+type servedType struct {
+	gvr   schema.GroupVersionResource
+	cache Cache
+}
+
+var _ informers.SharedInformerFactory = (*inProcessFactory)(nil)
+
+// servedOf is how obj's type is served in process; nil: through the client.
+func (f *inProcessFactory) servedOf(obj any) *servedType {
+	o, ok := obj.(runtime.Object)
+	if !ok || f.caches == nil {
+		return nil
 	}
-	c := &inProcessClient{Interface: client}
-	if cache, ok := caches(podsResource); ok {
-		c.pods = cache
-		served[reflect.TypeFor[*corev1.Pod]()] = true
+	t := reflect.TypeOf(o)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.served[t]; ok {
+		return s
 	}
-	if cache, ok := caches(nodesResource); ok {
-		c.nodes = cache
-		served[reflect.TypeFor[*corev1.Node]()] = true
+	var s *servedType
+	if kinds, _, err := scheme.Scheme.ObjectKinds(o); err == nil && len(kinds) == 1 {
+		if gvr, ok := f.caches.ResourceFor(kinds[0]); ok {
+			if c, _, ok := f.caches.ForResource(gvr); ok {
+				s = &servedType{gvr: gvr, cache: c}
+			}
+		}
 	}
-	return c, served
+	f.served[t] = s
+	return s
 }
 
-func (c *inProcessClient) CoreV1() corev1client.CoreV1Interface {
-	return coreV1{CoreV1Interface: c.Interface.CoreV1(), c: c}
-}
-
-type coreV1 struct {
-	corev1client.CoreV1Interface
-	c *inProcessClient
-}
-
-func (v coreV1) Pods(namespace string) corev1client.PodInterface {
-	pods := v.CoreV1Interface.Pods(namespace)
-	if v.c.pods == nil {
-		return pods
+// InformerFor is the process's informer of obj's type: made by newFunc,
+// or, for a type served in process, reading the API server's cache.
+func (f *inProcessFactory) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer {
+	if s := f.servedOf(obj); s != nil {
+		newFunc = func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			return f.inProcessInformer(s, obj, resync)
+		}
 	}
-	return podClient{PodInterface: pods, lw: listWatch[*corev1.PodList]{v.c.pods, namespace}}
+	return f.SharedInformerFactory.InformerFor(obj, newFunc)
 }
 
-func (v coreV1) Nodes() corev1client.NodeInterface {
-	nodes := v.CoreV1Interface.Nodes()
-	if v.c.nodes == nil {
-		return nodes
+// inProcessInformer is what client-go's typed informer of obj's type is
+// (all namespaces, indexed by namespace, watch-list on), with its lists and
+// watches served by the cache.
+func (f *inProcessFactory) inProcessInformer(s *servedType, obj runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return s.cache.List(ctx, metav1.NamespaceAll, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return s.cache.Watch(ctx, metav1.NamespaceAll, opts)
+		},
 	}
-	return nodeClient{NodeInterface: nodes, lw: listWatch[*corev1.NodeList]{v.c.nodes, ""}}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, f.client), obj,
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod: resync,
+			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Identifier:   f.InformerName().WithResource(s.gvr),
+		})
 }
 
-type podClient struct {
-	corev1client.PodInterface
-	lw listWatch[*corev1.PodList]
-}
-
-func (p podClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	return p.lw.list(ctx, opts)
-}
-
-func (p podClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return p.lw.watch(ctx, opts)
-}
-
-type nodeClient struct {
-	corev1client.NodeInterface
-	lw listWatch[*corev1.NodeList]
-}
-
-func (n nodeClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
-	return n.lw.list(ctx, opts)
-}
-
-func (n nodeClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return n.lw.watch(ctx, opts)
-}
-
-// listWatch is a resource's in-process list and watch in one namespace
-// ("" for all, and for cluster-scoped resources).
-type listWatch[L runtime.Object] struct {
-	cache     Cache
-	namespace string
-}
-
-func (lw listWatch[L]) list(ctx context.Context, opts metav1.ListOptions) (L, error) {
-	var zero L
-	obj, err := lw.cache.List(ctx, lw.namespace, opts)
-	if err != nil {
-		return zero, err
+// ForResource is the generic informer of resource: for one served in
+// process, over the same informer as the typed one of its kind.
+func (f *inProcessFactory) ForResource(resource schema.GroupVersionResource) (informers.GenericInformer, error) {
+	if f.caches != nil {
+		if _, gvk, ok := f.caches.ForResource(resource); ok {
+			if obj, err := scheme.Scheme.New(gvk); err == nil {
+				if s := f.servedOf(obj); s != nil && s.gvr == resource {
+					inf := f.InformerFor(obj, nil)
+					return inProcessGeneric{informer: inf, lister: cache.NewGenericLister(inf.GetIndexer(), resource.GroupResource())}, nil
+				}
+			}
+		}
 	}
-	l, ok := obj.(L)
-	if !ok {
-		return zero, fmt.Errorf("in-process list: got %T, want %T", obj, zero)
-	}
-	return l, nil
+	return f.SharedInformerFactory.ForResource(resource)
 }
 
-func (lw listWatch[L]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return lw.cache.Watch(ctx, lw.namespace, opts)
+// inProcessGeneric is a GenericInformer over an informer.
+type inProcessGeneric struct {
+	informer cache.SharedIndexInformer
+	lister   cache.GenericLister
 }
+
+func (g inProcessGeneric) Informer() cache.SharedIndexInformer { return g.informer }
+func (g inProcessGeneric) Lister() cache.GenericLister         { return g.lister }

@@ -51,10 +51,10 @@ func podName(t *testing.T, ev watch.Event) string {
 	return p.Name
 }
 
-// TestInProcessInformers: the shared informers of pods and nodes hold the
-// API server's watch-cache objects themselves (with their managedFields,
-// which the API server serves), the others a decoded copy without
-// managedFields; updates and deletes arrive, a delete with the final state.
+// TestInProcessInformers: the shared informers hold the API server's
+// watch-cache objects themselves (with their managedFields, which the API
+// server serves), typed and generic alike; updates and deletes arrive, a
+// delete with the final state.
 func TestInProcessInformers(t *testing.T) {
 	c := testapiserver.Start(t)
 	cs := c.Clientset()
@@ -98,7 +98,7 @@ func TestInProcessInformers(t *testing.T) {
 	}
 	// The very object the watch cache holds: a watch of the cache hands
 	// out the same pointer.
-	pc, ok := caches(corev1.SchemeGroupVersion.WithResource("pods"))
+	pc, _, ok := caches.ForResource(corev1.SchemeGroupVersion.WithResource("pods"))
 	if !ok {
 		t.Fatal("no in-process cache of pods")
 	}
@@ -110,12 +110,30 @@ func TestInProcessInformers(t *testing.T) {
 		t.Error("the informer's pod is a copy, not the watch cache's object")
 	}
 	w.Stop()
+	// Every kind the API server caches is read in process: a ConfigMap
+	// too, and the generic informer of a resource is its typed one.
 	obj, ok, _ = cms.GetStore().GetByKey("default/cm")
 	if !ok {
 		t.Fatal("the ConfigMap informer has no default/cm")
 	}
-	if len(obj.(*corev1.ConfigMap).ManagedFields) != 0 {
-		t.Error("a ConfigMap read through the client kept its managedFields")
+	cmc, _, _ := caches.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	w, err = cmc.Watch(ctx, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w); ev.Object != obj.(runtime.Object) {
+		t.Error("the informer's ConfigMap is a copy, not the watch cache's object")
+	}
+	w.Stop()
+	g, err := f.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Informer().GetIndexer() != cms.GetIndexer() {
+		t.Error("the generic ConfigMap informer is not the typed one")
+	}
+	if got, err := g.Lister().ByNamespace("default").Get("cm"); err != nil || got != obj.(runtime.Object) {
+		t.Errorf("the generic lister's default/cm: %v, %v", got, err)
 	}
 
 	// An update replaces the object; a delete tells the final state.
@@ -164,11 +182,11 @@ func TestInProcessCache(t *testing.T) {
 	c := testapiserver.Start(t)
 	cs := c.Clientset()
 	ctx := context.Background()
-	pc, ok := server.InProcessCaches(c.Server())(corev1.SchemeGroupVersion.WithResource("pods"))
+	pc, _, ok := server.InProcessCaches(c.Server()).ForResource(corev1.SchemeGroupVersion.WithResource("pods"))
 	if !ok {
 		t.Fatal("no in-process cache of pods")
 	}
-	if _, ok := server.InProcessCaches(c.Server())(corev1.SchemeGroupVersion.WithResource("bindings")); ok {
+	if _, _, ok := server.InProcessCaches(c.Server()).ForResource(corev1.SchemeGroupVersion.WithResource("bindings")); ok {
 		t.Error("an in-process cache of bindings, a virtual resource")
 	}
 	create := func(p *corev1.Pod) *corev1.Pod {
@@ -266,7 +284,7 @@ func TestInProcessCache(t *testing.T) {
 	// reflector relists.
 	create(testPod("last", "", nil))
 	c.Restart()
-	pc, _ = server.InProcessCaches(c.Server())(corev1.SchemeGroupVersion.WithResource("pods"))
+	pc, _, _ = server.InProcessCaches(c.Server()).ForResource(corev1.SchemeGroupVersion.WithResource("pods"))
 	if _, err := pc.Watch(ctx, "", metav1.ListOptions{ResourceVersion: list.ResourceVersion}); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
 		t.Errorf("a watch from a resourceVersion before the cache's history: %v, want 410 Gone", err)
 	}

@@ -67,23 +67,20 @@ type Process struct {
 // serves them with their managedFields.
 func New(ctx context.Context, client kubernetes.Interface, resync time.Duration, caches Caches) *Process {
 	ctx, cancel := context.WithCancel(ctx)
-	client, served := inProcess(client, caches)
+	f := &inProcessFactory{client: client, caches: caches, served: map[reflect.Type]*servedType{}}
 	transform := func(obj any) (any, error) {
-		if served[reflect.TypeOf(obj)] {
+		if f.servedOf(obj) != nil {
 			return obj, nil
 		}
 		return StripManagedFields(obj)
 	}
-	return &Process{
-		factory: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(transform)),
-		ctx:     ctx,
-		cancel:  cancel,
-	}
+	f.SharedInformerFactory = informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(transform))
+	return &Process{factory: f, ctx: ctx, cancel: cancel}
 }
 
-// Factory is the process's own factory, for what must be set up before
-// any informer starts (indexes).
-func (p *Process) Factory() informers.SharedInformerFactory { return p.factory }
+// Factory is a view of the process's informers for what must be set up
+// before any informer starts (indexes); it adds no event handlers.
+func (p *Process) Factory() informers.SharedInformerFactory { return p.Scope(false) }
 
 // Shutdown stops the informers and waits for them. The components must
 // have stopped.

@@ -37,9 +37,10 @@ func (s *seen) has(name string) bool {
 	return s.names[name]
 }
 
-// TestScopes: two components share one informer; the first one's
-// shutdown (its leadership ends, its stop channel closes) removes its
-// handler and leaves the informer running for the second.
+// TestScopes: two components share one informer (through the client, no
+// caches in process); the first one's shutdown (its leadership ends, its
+// stop channel closes) removes its handler and leaves the informer running
+// for the second.
 func TestScopes(t *testing.T) {
 	cs := testapiserver.Start(t).Clientset()
 	ctx := context.Background()
@@ -83,6 +84,12 @@ func TestScopes(t *testing.T) {
 	create("one")
 	waitFor(a, "one")
 	waitFor(b, "one")
+	// Without the API server's caches, informers read through the client
+	// and drop managedFields.
+	obj, ok, _ := first.Core().V1().ConfigMaps().Informer().GetStore().GetByKey("default/one")
+	if !ok || len(obj.(*corev1.ConfigMap).ManagedFields) != 0 {
+		t.Errorf("a ConfigMap read through the client: found %v, managedFields kept", ok)
+	}
 
 	// The first component stops: its stop channel closes and it shuts its
 	// scope down.

@@ -17,8 +17,8 @@ import (
 )
 
 // The controller manager and the scheduler these tests run share one
-// informer factory per cluster whose pods and nodes come from the API
-// server's watch cache in process, as in `skiff server`; the tests run
+// informer factory per cluster whose objects come from the API server's
+// watch caches in process, as in `skiff server`; the tests run
 // with client-go's cache mutation detector, so a controller or plugin
 // that changed a shared object fails them.
 func TestMain(m *testing.M) { mutationdetector.Main(m) }
@@ -44,12 +44,7 @@ func inProcessInformers(t *testing.T, c *cluster) *sharedinformers.Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := sharedinformers.New(context.Background(), cs, manager.DefaultResyncPeriod, func(gvr schema.GroupVersionResource) (sharedinformers.Cache, bool) {
-		if _, ok := c.Server().InProcessCache(gvr); !ok {
-			return nil, false
-		}
-		return restartingCache{c: c, gvr: gvr}, true
-	})
+	p := sharedinformers.New(context.Background(), cs, manager.DefaultResyncPeriod, restartingCaches{c})
 	if err := manager.PrepareInformers(p.Factory()); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +58,23 @@ func inProcessInformers(t *testing.T, c *cluster) *sharedinformers.Process {
 	return p
 }
 
-// restartingCache reads the cache of the cluster's current API server,
+// restartingCaches read the caches of the cluster's current API server,
 // which Restart replaces.
+type restartingCaches struct{ c *cluster }
+
+func (r restartingCaches) ForResource(gvr schema.GroupVersionResource) (sharedinformers.Cache, schema.GroupVersionKind, bool) {
+	c, ok := r.c.Server().InProcessCache(gvr)
+	if !ok {
+		return nil, schema.GroupVersionKind{}, false
+	}
+	return restartingCache{c: r.c, gvr: gvr}, c.Kind(), true
+}
+
+func (r restartingCaches) ResourceFor(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+	return r.c.Server().InProcessResource(gvk)
+}
+
+// restartingCache reads the cache of the cluster's current API server.
 type restartingCache struct {
 	c   *cluster
 	gvr schema.GroupVersionResource
