@@ -77,3 +77,35 @@ func TestCapHeadroomLeavesUsersGOGC(t *testing.T) {
 		t.Error("CapHeadroom started although GOMEMLIMIT is set")
 	}
 }
+
+func heapReleased() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestReturnIfSmall: 64 MiB freed by the program go back to the system at
+// once while the live heap is small, and not at all above the threshold.
+func TestReturnIfSmall(t *testing.T) {
+	garbage := func() {
+		b := make([][]byte, 64)
+		for i := range b {
+			b[i] = make([]byte, 1<<20)
+		}
+		runtime.KeepAlive(b)
+	}
+	garbage()
+	runtime.GC()
+	if returnIfSmall(1) {
+		t.Fatal("returned with a live heap over the threshold")
+	}
+	garbage()
+	runtime.GC()
+	before := heapReleased()
+	if !returnIfSmall(1 << 40) {
+		t.Fatal("did not return with a small live heap")
+	}
+	if got := int64(heapReleased()) - int64(before); got < 32<<20 {
+		t.Errorf("released %d MiB more, want at least 32 of the 64 freed", got>>20)
+	}
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/apiserver"
+	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/etcd"
 	"github.com/skiff-sh/skiff/internal/pki"
@@ -479,6 +480,8 @@ func newSharedInformers(ctx context.Context, cmConfig *rest.Config, resync time.
 		return nil, fmt.Errorf("shared informers: %w", err)
 	}
 	shared := sharedinformers.New(ctx, client, resync, InProcessCaches(api))
+	// The garbage collector's monitors are these informers too.
+	shared.IndexAll(garbagecollector.OwnerIndexers())
 	if err := manager.PrepareInformers(shared.Factory()); err != nil {
 		return nil, fmt.Errorf("shared informers: %w", err)
 	}

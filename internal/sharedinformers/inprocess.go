@@ -2,6 +2,7 @@ package sharedinformers
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"sync"
 	"time"
@@ -45,8 +46,9 @@ type inProcessFactory struct {
 	client                          kubernetes.Interface
 	caches                          Caches
 
-	mu     sync.Mutex
-	served map[reflect.Type]*servedType // nil: not served in process
+	mu       sync.Mutex
+	served   map[reflect.Type]*servedType // nil: not served in process
+	indexers cache.Indexers               // on every in-process informer, besides the namespace's (Process.IndexAll)
 }
 
 type servedType struct {
@@ -103,10 +105,14 @@ func (f *inProcessFactory) inProcessInformer(s *servedType, obj runtime.Object, 
 			return s.cache.Watch(ctx, metav1.NamespaceAll, opts)
 		},
 	}
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	f.mu.Lock()
+	maps.Copy(indexers, f.indexers)
+	f.mu.Unlock()
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, f.client), obj,
 		cache.SharedIndexInformerOptions{
 			ResyncPeriod: resync,
-			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			Indexers:     indexers,
 			Identifier:   f.InformerName().WithResource(s.gvr),
 		})
 }
@@ -114,17 +120,29 @@ func (f *inProcessFactory) inProcessInformer(s *servedType, obj runtime.Object, 
 // ForResource is the generic informer of resource: for one served in
 // process, over the same informer as the typed one of its kind.
 func (f *inProcessFactory) ForResource(resource schema.GroupVersionResource) (informers.GenericInformer, error) {
-	if f.caches != nil {
-		if _, gvk, ok := f.caches.ForResource(resource); ok {
-			if obj, err := scheme.Scheme.New(gvk); err == nil {
-				if s := f.servedOf(obj); s != nil && s.gvr == resource {
-					inf := f.InformerFor(obj, nil)
-					return inProcessGeneric{informer: inf, lister: cache.NewGenericLister(inf.GetIndexer(), resource.GroupResource())}, nil
-				}
-			}
-		}
+	if inf, ok := f.inProcess(resource); ok {
+		return inProcessGeneric{informer: inf, lister: cache.NewGenericLister(inf.GetIndexer(), resource.GroupResource())}, nil
 	}
 	return f.SharedInformerFactory.ForResource(resource)
+}
+
+// inProcess is the informer of resource if it is served in process.
+func (f *inProcessFactory) inProcess(resource schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+	if f.caches == nil {
+		return nil, false
+	}
+	_, gvk, ok := f.caches.ForResource(resource)
+	if !ok {
+		return nil, false
+	}
+	obj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, false
+	}
+	if s := f.servedOf(obj); s == nil || s.gvr != resource {
+		return nil, false
+	}
+	return f.InformerFor(obj, nil), true
 }
 
 // inProcessGeneric is a GenericInformer over an informer.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,8 +72,27 @@ func TestInProcessInformers(t *testing.T) {
 	caches := server.InProcessCaches(c.Server())
 	p := sharedinformers.New(ctx, cs, 0, caches)
 	t.Cleanup(p.Shutdown)
+	p.IndexAll(cache.Indexers{"by-name": func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		return []string{m.GetName()}, err
+	}})
 	f := p.Scope(false)
+	// The informer InProcess gives (the garbage collector's monitors) is
+	// the typed one, with the indexers every in-process informer gets.
+	gcPods, ok := f.InProcess(corev1.SchemeGroupVersion.WithResource("pods"))
+	if !ok {
+		t.Fatal("no in-process informer of pods")
+	}
+	if _, ok := f.InProcess(corev1.SchemeGroupVersion.WithResource("bindings")); ok {
+		t.Error("an in-process informer of bindings, a virtual resource")
+	}
+	if _, ok := gcPods.GetIndexer().GetIndexers()["by-name"]; !ok {
+		t.Error("the in-process pod informer lacks the indexer IndexAll added")
+	}
 	pods, nodes, cms := f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), f.Core().V1().ConfigMaps().Informer()
+	if gcPods.GetIndexer() != pods.GetIndexer() {
+		t.Error("InProcess gave a pod informer other than the typed one")
+	}
 	deleted := make(chan *corev1.Node, 1)
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {

@@ -52,7 +52,7 @@ import (
 
 // Process is the informer factory of one process.
 type Process struct {
-	factory informers.SharedInformerFactory
+	factory *inProcessFactory
 	ctx     context.Context
 	cancel  context.CancelFunc
 }
@@ -76,6 +76,16 @@ func New(ctx context.Context, client kubernetes.Interface, resync time.Duration,
 	}
 	f.SharedInformerFactory = informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(transform))
 	return &Process{factory: f, ctx: ctx, cancel: cancel}
+}
+
+// IndexAll adds indexers to every informer that reads the API server's
+// cache in process (the garbage collector's index of owners), so that
+// whoever asks for an informer first, it has them. Call it before any
+// informer is made.
+func (p *Process) IndexAll(indexers cache.Indexers) {
+	p.factory.mu.Lock()
+	defer p.factory.mu.Unlock()
+	p.factory.indexers = indexers
 }
 
 // Factory is a view of the process's informers for what must be set up
@@ -158,6 +168,17 @@ func (s *Scope) WaitForCacheSyncWithContext(ctx context.Context) cache.SyncResul
 // that the handlers added through it are the scope's.
 func (s *Scope) InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer {
 	return &informer{SharedIndexInformer: s.process.factory.InformerFor(obj, newFunc), scope: s}
+}
+
+// InProcess is the process's informer of resource, its handlers the
+// scope's, if it reads the API server's cache in process; false for a
+// resource read through a client (and when the process has no caches).
+func (s *Scope) InProcess(resource schema.GroupVersionResource) (cache.SharedIndexInformer, bool) {
+	inf, ok := s.process.factory.inProcess(resource)
+	if !ok {
+		return nil, false
+	}
+	return &informer{SharedIndexInformer: inf, scope: s}, true
 }
 
 // InformerName names the process's informers.

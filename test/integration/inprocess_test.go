@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/skiff-sh/skiff/internal/controller/garbagecollector"
 	"github.com/skiff-sh/skiff/internal/controller/manager"
 	"github.com/skiff-sh/skiff/internal/sharedinformers"
 	"github.com/skiff-sh/skiff/internal/testing/mutationdetector"
@@ -45,6 +46,7 @@ func inProcessInformers(t *testing.T, c *cluster) *sharedinformers.Process {
 		t.Fatal(err)
 	}
 	p := sharedinformers.New(context.Background(), cs, manager.DefaultResyncPeriod, restartingCaches{c})
+	p.IndexAll(garbagecollector.OwnerIndexers())
 	if err := manager.PrepareInformers(p.Factory()); err != nil {
 		t.Fatal(err)
 	}

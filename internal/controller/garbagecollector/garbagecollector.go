@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/restmapper"
@@ -75,11 +76,26 @@ type monitor struct {
 	indexed    bool
 }
 
+// inProcessInformers gives the informer of a resource that reads the API
+// server's cache in process (sharedinformers.Scope, in `skiff server`).
+type inProcessInformers interface {
+	InProcess(schema.GroupVersionResource) (cache.SharedIndexInformer, bool)
+}
+
+// OwnerIndexers is the collector's index of objects by owner, for informers
+// made before it asks for them (sharedinformers.Process.IndexAll).
+func OwnerIndexers() cache.Indexers { return cache.Indexers{ownerIndex: indexByOwner} }
+
 // Controller is the garbage collector.
 type Controller struct {
 	metadata  metadata.Interface
 	discovery discovery.DiscoveryInterface
 	factory   metadatainformer.SharedInformerFactory
+	// inProcess, when the typed informers read the API server's cache in
+	// process, serves the monitors of those resources: the cache's
+	// objects instead of a metadata copy of each read through HTTP.
+	inProcess inProcessInformers
+	typed     informers.SharedInformerFactory
 	clock     clock.WithTicker
 
 	mu       sync.RWMutex
@@ -99,11 +115,15 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 		metadata:  cc.Metadata,
 		discovery: cc.Client.Discovery(),
 		factory:   cc.MetadataInformers,
+		typed:     cc.Informers,
 		clock:     cc.Clock,
 		monitors:  map[schema.GroupResource]*monitor{},
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
+	}
+	if ip, ok := cc.Informers.(inProcessInformers); ok {
+		c.inProcess = ip
 	}
 	workers := 20
 	if n := cc.Options.ConcurrentSyncs[Name]; n > 0 {
@@ -122,7 +142,7 @@ func New(ctx context.Context, cc controllercontext.Context) (controllercontext.C
 // Start waits for the monitors, runs the workers and rediscovers every
 // ResyncPeriod until ctx is done.
 func (c *Controller) Start(ctx context.Context) error {
-	c.factory.Start(ctx.Done())
+	c.startInformers(ctx)
 	return worker.Run(ctx, Name, c.synced(), c.deleteQueue, c.orphanQueue, worker.LoopFunc(c.rediscover))
 }
 
@@ -138,9 +158,27 @@ func (c *Controller) rediscover(ctx context.Context) {
 			if err := c.resync(ctx); err != nil {
 				klog.FromContext(ctx).V(2).Info("garbage collector: discovery incomplete", "err", err)
 			}
-			c.factory.Start(ctx.Done())
+			c.startInformers(ctx)
 		}
 	}
+}
+
+func (c *Controller) startInformers(ctx context.Context) {
+	c.factory.Start(ctx.Done())
+	if c.inProcess != nil {
+		c.typed.Start(ctx.Done())
+	}
+}
+
+// informerOf is the informer of a monitored resource: the in-process one
+// when there is one, else a metadata informer.
+func (c *Controller) informerOf(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if c.inProcess != nil {
+		if inf, ok := c.inProcess.InProcess(gvr); ok {
+			return inf
+		}
+	}
+	return c.factory.ForResource(gvr).Informer()
 }
 
 func (c *Controller) synced() []cache.InformerSynced {
@@ -207,7 +245,7 @@ func containsSlash(s string) bool {
 }
 
 func (c *Controller) addMonitor(gvr schema.GroupVersionResource, namespaced bool) error {
-	inf := c.factory.ForResource(gvr).Informer()
+	inf := c.informerOf(gvr)
 	m := &monitor{gvr: gvr, namespaced: namespaced, informer: inf}
 	// The index is only possible before the informer starts; without it
 	// dependents are found by a scan.
