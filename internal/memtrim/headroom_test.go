@@ -109,3 +109,23 @@ func TestReturnIfSmall(t *testing.T) {
 		t.Errorf("released %d MiB more, want at least 32 of the 64 freed", got>>20)
 	}
 }
+
+func TestIdle(t *testing.T) {
+	for _, tc := range []struct {
+		cpu  time.Duration
+		want bool
+	}{
+		{cpu: time.Second, want: true},       // an idle server: 1.6 % of a core
+		{cpu: 14 * time.Second, want: true},  // under 5 %
+		{cpu: 15 * time.Second, want: false}, // 5 %
+		{cpu: 4 * time.Minute, want: false},  // busy
+		{cpu: -time.Second, want: false},     // a clock that went back
+	} {
+		if got := idle(tc.cpu, 5*time.Minute); got != tc.want {
+			t.Errorf("idle(%v of 5m) = %v, want %v", tc.cpu, got, tc.want)
+		}
+	}
+	if cpuTime() <= 0 {
+		t.Error("cpuTime is not positive")
+	}
+}
