@@ -63,6 +63,9 @@ type run struct {
 	startup    time.Duration // process start to first binding
 	cpuPerPod  time.Duration // scheduler CPU over the window ÷ pods
 	cpuTotal   time.Duration // scheduler CPU from its start to the last binding
+	apiCPU     time.Duration // the API server's CPU (and etcd's) over the window ÷ pods
+	simCPU     time.Duration // skiff simulate's CPU over the window ÷ pods
+	events     int           // Scheduled events in the namespace after the run
 	peakRSS    int64         // VmHWM, bytes
 	rss        int64         // VmRSS after the last binding, bytes
 	rssFile    int64         // of which mapped from files (the binary), bytes
@@ -99,9 +102,10 @@ func BenchmarkScheduler(b *testing.B) {
 			for _, name := range order {
 				res := runScheduler(b, binaries, name, fmt.Sprintf("round%d-%s", r+1, name))
 				results[name] = append(results[name], res)
-				fmt.Printf("round %d %-15s %7.1f pods/s  window %6.2fs  startup %6.2fs  cpu %5.2f ms/pod (from start %5.2f)  peak RSS %4d MiB  RSS %4d MiB (file %3d MiB)\n",
+				fmt.Printf("round %d %-15s %7.1f pods/s  window %6.2fs  startup %6.2fs  cpu %5.2f ms/pod (from start %5.2f)  peak RSS %4d MiB  RSS %4d MiB (file %3d MiB)  API server cpu %5.2f ms/pod  simulate %5.2f  Scheduled events %d\n",
 					r+1, name, res.throughput, res.window.Seconds(), res.startup.Seconds(),
-					ms(res.cpuPerPod), ms(res.cpuTotal/time.Duration(*pods)), res.peakRSS>>20, res.rss>>20, res.rssFile>>20)
+					ms(res.cpuPerPod), ms(res.cpuTotal/time.Duration(*pods)), res.peakRSS>>20, res.rss>>20, res.rssFile>>20,
+					ms(res.apiCPU), ms(res.simCPU), res.events)
 			}
 			slices.Reverse(order)
 		}
@@ -114,6 +118,7 @@ func BenchmarkScheduler(b *testing.B) {
 		b.ReportMetric(metric(func(r run) float64 { return r.throughput }), prefix+"pods/s")
 		b.ReportMetric(metric(func(r run) float64 { return ms(r.cpuPerPod) }), prefix+"cpu_ms/pod")
 		b.ReportMetric(metric(func(r run) float64 { return float64(r.peakRSS) / (1 << 20) }), prefix+"peak_rss_MiB")
+		b.ReportMetric(metric(func(r run) float64 { return ms(r.apiCPU) }), prefix+"apiserver_cpu_ms/pod")
 	}
 	s, u := results["skiff"], results["kube-scheduler"]
 	if len(s) == 0 || len(u) == 0 {
@@ -213,10 +218,16 @@ func runScheduler(b *testing.B, binaries map[string]string, name, label string) 
 	procs = append(procs, sched)
 
 	var first, last time.Time
-	var cpuFirst time.Duration
+	var cpuFirst, apiFirst, simFirst time.Duration
+	apiCPU := func() (d time.Duration) {
+		for _, p := range cp.procs {
+			d += p.cpu(b)
+		}
+		return d
+	}
 	select {
 	case first = <-bound.first:
-		cpuFirst = sched.cpu(b)
+		cpuFirst, apiFirst, simFirst = sched.cpu(b), apiCPU(), sim.cpu(b)
 	case <-sched.done:
 		b.Fatalf("%s exited: %v", name, sched.err)
 	case <-time.After(5 * time.Minute):
@@ -229,8 +240,9 @@ func runScheduler(b *testing.B, binaries map[string]string, name, label string) 
 	case <-time.After(15 * time.Minute):
 		b.Fatalf("%s bound %d of %d pods in 15m", name, bound.count(), *pods)
 	}
-	cpuLast := sched.cpu(b)
+	cpuLast, apiLast, simLast := sched.cpu(b), apiCPU(), sim.cpu(b)
 	hwm, rss, rssFile := sched.memory(b)
+	events := scheduledEvents(b, ctx, client)
 	if *profiles != "" {
 		heapProfile(b, ctx, client, name, port, "gc=1", filepath.Join(*profiles, label+".heap.pb.gz"))
 		// The text form ends with the runtime's MemStats.
@@ -247,7 +259,34 @@ func runScheduler(b *testing.B, binaries map[string]string, name, label string) 
 		peakRSS:    hwm,
 		rss:        rss,
 		rssFile:    rssFile,
+		apiCPU:     (apiLast - apiFirst) / time.Duration(*pods),
+		simCPU:     (simLast - simFirst) / time.Duration(*pods),
+		events:     events,
 	}
+}
+
+// scheduledEvents counts the Scheduled events the scheduler wrote in the
+// benchmark's namespace, a few seconds after the last binding (both
+// schedulers write them from a queue, behind the bindings).
+func scheduledEvents(b *testing.B, ctx context.Context, client kubernetes.Interface) int {
+	b.Helper()
+	count := func() int {
+		list, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=Scheduled"})
+		if err != nil {
+			b.Fatalf("list events: %v", err)
+		}
+		return len(list.Items)
+	}
+	n := count()
+	for range 10 {
+		time.Sleep(time.Second)
+		m := count()
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
 }
 
 // schedulerConfig is read by both schedulers: the default profile, client

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/app"
 	"github.com/skiff-sh/skiff/internal/scheduler/config"
@@ -491,3 +493,69 @@ func schedWaitFor(t *testing.T, timeout time.Duration, what string, cond func() 
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSchedulerSpeaksProtobuf: like kube-scheduler, a scheduler with its
+// own informers (as `skiff scheduler` runs) lists, watches, binds and
+// writes events in protobuf unless its configuration names another
+// content type.
+func TestSchedulerSpeaksProtobuf(t *testing.T) {
+	c := startCluster(t)
+	cs := c.Clientset()
+	schedRunSimNodes(t, c, simulate.Options{Nodes: 2})
+	type seen struct{ method, path, contentType, accept string }
+	var mu sync.Mutex
+	var requests []seen
+	cfg := rest.CopyConfig(c.Config)
+	cfg.ContentType, cfg.AcceptContentTypes = "", "" // the scheduler's configuration decides
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			requests = append(requests, seen{r.Method, r.URL.Path + "?" + r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept")})
+			mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+	a, err := app.New(cfg, app.Options{Config: schedDefaultSchedulerConfig(false), Registry: plugins.NewInTreeRegistry(), Identity: "protobuf", Metrics: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ns := newNamespace(t, cs)
+	schedCreatePods(t, cs, schedPod(ns, "p", "100m"))
+	schedWaitPods(t, cs, ns, 1, 60*time.Second, "bound", schedBound)
+	schedWaitEvents(t, cs, ns, "Scheduled", []string{"p"})
+
+	const protobuf = "application/vnd.kubernetes.protobuf"
+	mu.Lock()
+	defer mu.Unlock()
+	var binding, event, podWatch bool
+	for _, r := range requests {
+		switch {
+		case r.method == http.MethodPost && strings.HasSuffix(r.path, "/pods/p/binding?"):
+			binding = true
+			if r.contentType != protobuf || !strings.HasPrefix(r.accept, protobuf) {
+				t.Errorf("binding sent as %q, accepting %q; want protobuf", r.contentType, r.accept)
+			}
+		case r.method == http.MethodPost && strings.Contains(r.path, "/namespaces/"+ns+"/events"):
+			event = true
+			if r.contentType != protobuf {
+				t.Errorf("event sent as %q; want protobuf", r.contentType)
+			}
+		case r.method == http.MethodGet && strings.HasPrefix(r.path, "/api/v1/pods?") && strings.Contains(r.path, "watch=true"):
+			podWatch = true
+			if !strings.HasPrefix(r.accept, protobuf) {
+				t.Errorf("pods watched accepting %q; want protobuf", r.accept)
+			}
+		}
+	}
+	if !binding || !event || !podWatch {
+		t.Errorf("requests seen: binding %v, event %v, pod watch %v; want all three", binding, event, podWatch)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -41,6 +42,7 @@ type Flags struct {
 	ResourceName       string
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
+	KubeAPIContentType string
 	RootCAFile         string
 	ConcurrentSyncs    map[string]int
 	NodeMonitorGrace   time.Duration
@@ -70,6 +72,7 @@ func DefaultFlags() Flags {
 		ResourceName:       manager.DefaultLeaseName,
 		KubeAPIQPS:         manager.DefaultQPS,
 		KubeAPIBurst:       manager.DefaultBurst,
+		KubeAPIContentType: manager.DefaultContentType,
 		ConcurrentSyncs:    map[string]int{},
 		NodeMonitorGrace:   o.NodeMonitorGracePeriod,
 		NodeMonitorPeriod:  o.NodeMonitorPeriod,
@@ -122,6 +125,7 @@ kube-system/kube-controller-manager. SIGINT or SIGTERM stops it.`,
 	fs.StringVar(&f.ResourceName, "leader-elect-resource-name", f.ResourceName, "name of the leader-election Lease")
 	fs.Float32Var(&f.KubeAPIQPS, "kube-api-qps", f.KubeAPIQPS, "queries per second of each controller's client")
 	fs.IntVar(&f.KubeAPIBurst, "kube-api-burst", f.KubeAPIBurst, "burst of each controller's client")
+	fs.StringVar(&f.KubeAPIContentType, "kube-api-content-type", f.KubeAPIContentType, "content type of the controllers' requests to the API server (application/vnd.kubernetes.protobuf or application/json)")
 	fs.StringVar(&f.RootCAFile, "root-ca-file", "", "cluster CA bundle published as kube-root-ca.crt in every namespace (default: the kubeconfig's CA)")
 	fs.StringToIntVar(&f.ConcurrentSyncs, "concurrent-syncs", f.ConcurrentSyncs, "workers per controller, e.g. deployment=5,replicaset=5 (default: each controller's own)")
 	fs.DurationVar(&f.NodeMonitorGrace, "node-monitor-grace-period", f.NodeMonitorGrace, "how long a node may go without a heartbeat before it is marked unhealthy")
@@ -171,6 +175,9 @@ func (f Flags) Config() (Config, error) {
 	if f.KubeAPIQPS <= 0 || f.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
+	if ct := f.KubeAPIContentType; ct != runtime.ContentTypeProtobuf && ct != runtime.ContentTypeJSON {
+		errs = append(errs, fmt.Errorf("--kube-api-content-type %q: must be %s or %s", ct, runtime.ContentTypeProtobuf, runtime.ContentTypeJSON))
+	}
 	opts, err := f.controllerOptions()
 	if err != nil {
 		errs = append(errs, err)
@@ -192,6 +199,7 @@ func (f Flags) Config() (Config, error) {
 			RetryPeriod:                  f.RetryPeriod,
 			QPS:                          f.KubeAPIQPS,
 			Burst:                        f.KubeAPIBurst,
+			ContentType:                  f.KubeAPIContentType,
 			Controller:                   opts,
 		},
 	}, nil

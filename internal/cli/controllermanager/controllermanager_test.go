@@ -25,8 +25,8 @@ func TestConfig(t *testing.T) {
 			check: func(t *testing.T, c Config) {
 				m := c.Manager
 				got := []any{m.LeaderElect, m.LeaseNamespace + "/" + m.LeaseName, m.LeaseDuration, m.RenewDeadline, m.RetryPeriod, c.Serving, m.Controller.NodeMonitorGracePeriod, []string(m.Controllers)}
-				got = append(got, m.Controller.ClusterCIDR, m.Controller.NodeCIDRMaskSize, m.UseServiceAccountCredentials)
-				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, component.SecureServing{BindAddress: "0.0.0.0", SecurePort: 10257}, 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24, true}
+				got = append(got, m.Controller.ClusterCIDR, m.Controller.NodeCIDRMaskSize, m.UseServiceAccountCredentials, m.ContentType)
+				want := []any{true, "kube-system/kube-controller-manager", 15 * time.Second, 10 * time.Second, 2 * time.Second, component.SecureServing{BindAddress: "0.0.0.0", SecurePort: 10257}, 50 * time.Second, []string{"*"}, "10.42.0.0/16", 24, true, "application/vnd.kubernetes.protobuf"}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("config (-want +got):\n%s", diff)
 				}
@@ -64,6 +64,7 @@ func TestConfig(t *testing.T) {
 		},
 		{name: "cluster CIDR must parse", edit: func(f *Flags) { f.Kubeconfig = "k"; f.ClusterCIDR = "10.42.0.0" }, wantErr: "--cluster-cidr/--node-cidr-mask-size: cluster CIDR"},
 		{name: "node mask inside the cluster CIDR", edit: func(f *Flags) { f.Kubeconfig = "k"; f.NodeCIDRMaskSize = 8 }, wantErr: "node CIDR mask size 8"},
+		{name: "content type", edit: func(f *Flags) { f.Kubeconfig = "k"; f.KubeAPIContentType = "application/xml" }, wantErr: `--kube-api-content-type "application/xml": must be application/vnd.kubernetes.protobuf or application/json`},
 		{name: "kubeconfig is required", edit: func(*Flags) {}, wantErr: "--kubeconfig is required"},
 		{name: "unknown controller", edit: func(f *Flags) { f.Kubeconfig = "k"; f.Controllers = []string{"nope"} }, wantErr: `"nope" is not in the list of known controllers`},
 		{name: "lease shorter than renew", edit: func(f *Flags) { f.Kubeconfig = "k"; f.LeaseDuration = time.Second }, wantErr: "must be greater than --leader-elect-renew-deadline"},

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -183,6 +184,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	rc.UserAgent = "skiff-proxy"
+	// kube-proxy's clientConnection.contentType default: Services,
+	// EndpointSlices and Nodes come in protobuf.
+	rc.ContentType = runtime.ContentTypeProtobuf
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -78,6 +78,10 @@ const (
 	// rate limiter; --kube-api-qps/--kube-api-burst set them.
 	DefaultQPS   = 100
 	DefaultBurst = 200
+	// DefaultContentType is upstream's --kube-api-content-type: the typed
+	// clients send and read protobuf (the dynamic and metadata clients
+	// choose their own).
+	DefaultContentType = "application/vnd.kubernetes.protobuf"
 	// UserAgent prefixes each controller's client user agent.
 	UserAgent = "skiff-controller-manager"
 )
@@ -135,6 +139,9 @@ type Options struct {
 	// QPS and Burst of each controller's client.
 	QPS   float32
 	Burst int
+	// ContentType of the controllers' requests, and of the answers they
+	// ask for (default DefaultContentType).
+	ContentType string
 	// ResyncPeriod of the shared informers (default 12h).
 	ResyncPeriod time.Duration
 	// SharedInformers, when set, holds the typed informers instead of a
@@ -209,6 +216,9 @@ func New(config *rest.Config, opts Options) (*Manager, error) {
 	}
 	if opts.QPS == 0 {
 		opts.QPS = DefaultQPS
+	}
+	if opts.ContentType == "" {
+		opts.ContentType = DefaultContentType
 	}
 	if opts.Burst == 0 {
 		opts.Burst = DefaultBurst
@@ -332,6 +342,7 @@ func (m *Manager) clientConfig(name string) *rest.Config {
 	c.UserAgent = UserAgent + "/" + name
 	c.QPS = m.opts.QPS
 	c.Burst = m.opts.Burst
+	c.ContentType, c.AcceptContentTypes = m.opts.ContentType, ""
 	return c
 }
 
@@ -347,6 +358,8 @@ func (m *Manager) controllerConfig(name string, creds *accountCredentials) *rest
 	c.UserAgent = UserAgent + "/" + name
 	c.QPS = m.opts.QPS
 	c.Burst = m.opts.Burst
+	c.ContentType, c.AcceptContentTypes = m.opts.ContentType, ""
+	c.ContentType, c.AcceptContentTypes = m.opts.ContentType, ""
 	return c
 }
 

@@ -188,6 +188,10 @@ func (a *App) clientConfig(name string) *rest.Config {
 	if c.QPS == 0 {
 		c.QPS, c.Burst = config.DefaultQPS, config.DefaultBurst
 	}
+	c.ContentType, c.AcceptContentTypes = a.opts.Config.ContentType, a.opts.Config.AcceptContentTypes
+	if c.ContentType == "" {
+		c.ContentType = config.DefaultContentType
+	}
 	return c
 }
 

@@ -49,6 +49,11 @@ const (
 	// binding a thousand pods a second is not throttled by the client.
 	DefaultQPS   = 5000
 	DefaultBurst = 10000
+	// DefaultContentType is upstream's clientConnection.contentType default:
+	// requests, and (with no acceptContentTypes) answers and watch events,
+	// in protobuf, which costs the API server and the scheduler far less to
+	// encode and decode than JSON.
+	DefaultContentType = "application/vnd.kubernetes.protobuf"
 )
 
 // File is the file's schema (the fields Skiff reads).
@@ -138,10 +143,13 @@ type Config struct {
 	PodInitialBackoff time.Duration
 	PodMaxBackoff     time.Duration
 	LeaderElection    LeaderElection
-	// Kubeconfig, QPS and Burst come from clientConnection.
-	Kubeconfig string
-	QPS        float32
-	Burst      int
+	// Kubeconfig, QPS, Burst and the content types come from
+	// clientConnection.
+	Kubeconfig         string
+	QPS                float32
+	Burst              int
+	ContentType        string
+	AcceptContentTypes string
 }
 
 // LeaderElection configures the Lease the schedulers compete for.
@@ -173,8 +181,9 @@ func Default(defaultProfile runtime.Profile) Config {
 			ResourceNamespace: DefaultLeaseNamespace,
 			ResourceName:      DefaultLeaseName,
 		},
-		QPS:   DefaultQPS,
-		Burst: DefaultBurst,
+		QPS:         DefaultQPS,
+		Burst:       DefaultBurst,
+		ContentType: DefaultContentType,
 	}
 }
 
@@ -262,6 +271,10 @@ func Decode(data []byte, registry framework.Registry, defaultProfile runtime.Pro
 		if cc.Burst != 0 {
 			cfg.Burst = int(cc.Burst)
 		}
+		if cc.ContentType != "" {
+			cfg.ContentType = cc.ContentType
+		}
+		cfg.AcceptContentTypes = cc.AcceptContentTypes
 	}
 	var globalPct int32
 	if f.PercentageOfNodesToScore != nil {

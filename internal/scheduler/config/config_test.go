@@ -46,6 +46,25 @@ func TestDecode(t *testing.T) {
 				if c.PodInitialBackoff != time.Second || c.PodMaxBackoff != 10*time.Second || c.Parallelism != 16 {
 					t.Errorf("backoff %v/%v parallelism %d", c.PodInitialBackoff, c.PodMaxBackoff, c.Parallelism)
 				}
+				if c.ContentType != "application/vnd.kubernetes.protobuf" || c.AcceptContentTypes != "" {
+					t.Errorf("content type %q, accept %q; want upstream's default, protobuf", c.ContentType, c.AcceptContentTypes)
+				}
+			},
+		},
+		{
+			name: "clientConnection's content types",
+			yaml: `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  contentType: application/json
+  acceptContentTypes: application/json
+  qps: 20
+  burst: 40
+`,
+			check: func(t *testing.T, c Config) {
+				if c.ContentType != "application/json" || c.AcceptContentTypes != "application/json" || c.QPS != 20 || c.Burst != 40 {
+					t.Errorf("content type %q, accept %q, qps %v, burst %d", c.ContentType, c.AcceptContentTypes, c.QPS, c.Burst)
+				}
 			},
 		},
 		{
