@@ -168,7 +168,7 @@ func runWorkload(b *testing.B, w workload) result {
 	sctx, stopSched := context.WithCancel(ctx)
 	sched, err := scheduler.New(sctx, schedCS, factory, scheduler.Options{
 		Profiles: []fwruntime.Profile{profile}, Registry: registry,
-		Parallelism: *flagParallelism, Metrics: m, Identity: "bench",
+		Parallelism: *flagParallelism, Metrics: m,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
 
 	fwruntime "github.com/skiff-sh/skiff/internal/scheduler/framework/runtime"
 	"github.com/skiff-sh/skiff/internal/scheduler/plugins"
@@ -44,24 +42,5 @@ func TestProfilesSeeTheQueueNominations(t *testing.T) {
 		if diff := cmp.Diff([]string{"preemptor", "from-postfilter"}, got); diff != "" {
 			t.Errorf("profile %s: nominated to n1 (-want +got):\n%s", profile, diff)
 		}
-	}
-}
-
-func TestCoreEventRecorder(t *testing.T) {
-	for _, tc := range []struct {
-		name                          string
-		eventtype, reason, note, want string
-		args                          []any
-	}{
-		{"preempted", v1.EventTypeNormal, "Preempted", "Preempted by pod %v on node %v", "Normal Preempted Preempted by pod uid-1 on node n1", []any{"uid-1", "n1"}},
-		{"no args", v1.EventTypeWarning, "Odd", "plain", "Warning Odd plain", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fr := record.NewFakeRecorder(1)
-			coreEventRecorder{fr}.Eventf(st.MakePod().Name("victim").Obj(), st.MakePod().Name("preemptor").Obj(), tc.eventtype, tc.reason, "Preempting", tc.note, tc.args...)
-			if got := <-fr.Events; got != tc.want {
-				t.Errorf("event %q, want %q", got, tc.want)
-			}
-		})
 	}
 }

@@ -31,15 +31,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -96,9 +93,6 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// EventClient writes events (default the scheduler's client).
 	EventClient kubernetes.Interface
-	// Identity is this scheduler's instance, written as the events'
-	// reportingInstance (source.host).
-	Identity string
 	// Clock is the time source of the queue, the cache and Permit.
 	Clock clock.WithTickerAndDelayedExecution
 }
@@ -116,8 +110,8 @@ type Scheduler struct {
 	clock     clock.WithTickerAndDelayedExecution
 	opts      Options
 
-	broadcaster record.EventBroadcaster
-	recorders   map[string]record.EventRecorder
+	broadcaster events.EventBroadcasterAdapter
+	recorders   map[string]events.EventRecorder
 
 	// handlers are the informer handler registrations; Run waits until
 	// they have seen the initial objects.
@@ -172,10 +166,15 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 		metrics:   opts.Metrics,
 		clock:     opts.Clock,
 		opts:      opts,
-		recorders: map[string]record.EventRecorder{},
+		recorders: map[string]events.EventRecorder{},
 		binds:     make(chan bindJob, DefaultBindBacklog),
 	}
-	s.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	// As kube-scheduler: events.k8s.io/v1 events (core/v1 where the server
+	// has no such group), each written by a goroutine of its own. The
+	// core/v1 broadcaster writes one event at a time and drops what does
+	// not fit its queue of 1,000: at hundreds of bindings a second most
+	// Scheduled events were lost.
+	s.broadcaster = events.NewEventBroadcasterAdapterWithContext(ctx, opts.EventClient)
 	// The queue's nominator, shared with the frameworks so that Filter
 	// sees the pods nominated to each node.
 	nominator := queue.NewNominator()
@@ -185,7 +184,7 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 		if _, dup := s.profiles[p.SchedulerName]; dup {
 			return nil, fmt.Errorf("scheduler: duplicate profile %q", p.SchedulerName)
 		}
-		recorder := s.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: p.SchedulerName, Host: opts.Identity})
+		recorder := s.broadcaster.NewRecorder(p.SchedulerName)
 		fwk, err := runtime.New(ctx, opts.Registry, p, runtime.Options{
 			ClientSet:            client,
 			InformerFactory:      factory,
@@ -193,7 +192,7 @@ func New(ctx context.Context, client kubernetes.Interface, factory informers.Sha
 			Parallelism:          opts.Parallelism,
 			Clock:                opts.Clock,
 			PodNominator:         nominator,
-			EventRecorder:        coreEventRecorder{recorder},
+			EventRecorder:        recorder,
 			Metrics:              opts.Metrics,
 		})
 		if err != nil {
@@ -241,7 +240,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.opts.EventClient.CoreV1().Events("")})
+	s.broadcaster.StartRecordingToSink(ctx.Done())
 	defer s.broadcaster.Shutdown()
 
 	s.factory.Start(ctx.Done())
@@ -420,7 +419,7 @@ func (s *Scheduler) bindingCycle(ctx context.Context, j bindJob) {
 	if qpi.InitialAttemptTimestamp != nil {
 		s.metrics.ObservePodScheduled(qpi.Attempts, now.Sub(*qpi.InitialAttemptTimestamp))
 	}
-	s.recorders[fwk.ProfileName()].Eventf(assumed, v1.EventTypeNormal, "Scheduled", "Successfully assigned %v/%v to %v", assumed.Namespace, assumed.Name, host)
+	s.recorders[fwk.ProfileName()].Eventf(assumed, nil, v1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %v/%v to %v", assumed.Namespace, assumed.Name, host)
 	logger.V(2).Info("Bound pod")
 	t = s.clock.Now()
 	fwk.RunPostBindPlugins(ctx, state, assumed, host)
@@ -495,7 +494,7 @@ func (s *Scheduler) handleFailure(ctx context.Context, fwk *runtime.Framework, f
 	} else {
 		logger.Error(f.err, "Error scheduling pod; retrying", "pod", klog.KObj(pod))
 	}
-	s.recorders[fwk.ProfileName()].Event(pod, v1.EventTypeWarning, "FailedScheduling", msg)
+	s.recorders[fwk.ProfileName()].Eventf(pod, nil, v1.EventTypeWarning, "FailedScheduling", "Scheduling", "%s", msg)
 	cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: f.reason, Message: f.err.Error()}
 	if !conditionChanged(pod, cond) && (!f.nominate || pod.Status.NominatedNodeName == f.nominatedNode) {
 		return
@@ -542,16 +541,6 @@ func (s *Scheduler) patchStatus(ctx context.Context, pod *v1.Pod, cond v1.PodCon
 	}
 	_, err = s.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
-}
-
-// coreEventRecorder records the events plugins report through the
-// events.k8s.io-shaped framework.Handle API as core/v1 events, with the
-// scheduler's other events (upstream's legacy adapter does the same): the
-// related object and the action have no place there and are dropped.
-type coreEventRecorder struct{ r record.EventRecorder }
-
-func (c coreEventRecorder) Eventf(regarding, _ k8sruntime.Object, eventtype, reason, _, note string, args ...any) {
-	c.r.Eventf(regarding, eventtype, reason, note, args...)
 }
 
 // Informer event handlers.

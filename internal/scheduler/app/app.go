@@ -50,8 +50,9 @@ type Options struct {
 	Config config.Config
 	// Registry knows the plugins the profiles name.
 	Registry framework.Registry
-	// Identity is the holder identity of the Lease and the events'
-	// reportingInstance (default hostname_uuid).
+	// Identity is the holder identity of the Lease (default
+	// hostname_uuid). The events' reportingInstance is kube-scheduler's:
+	// the profile's name and the host's.
 	Identity string
 	// Address serves /healthz and /metrics, over HTTPS with TLS (the
 	// secure port) or plain HTTP without; empty serves nothing (in `skiff
@@ -226,7 +227,6 @@ func (a *App) run(ctx context.Context) error {
 		PodMaxBackoff:     cfg.PodMaxBackoff,
 		Metrics:           a.metrics,
 		EventClient:       events,
-		Identity:          a.opts.Identity,
 		Clock:             a.opts.Clock,
 	})
 	if err != nil {
