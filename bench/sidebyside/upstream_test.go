@@ -134,6 +134,10 @@ func startUpstream(b *testing.B, dir string, components int) *controlPlane {
 					"--root-ca-file", filepath.Join(pkiDir, pki.CACertFile),
 					"--cluster-signing-cert-file", filepath.Join(pkiDir, pki.CACertFile),
 					"--cluster-signing-key-file", filepath.Join(pkiDir, pki.CAKeyFile))
+			} else {
+				// Skiff's scheduler's client rates (kube-scheduler's own, 50
+				// and 100, would pace its bindings, not its work).
+				args = append(args, "--kube-api-qps", "5000", "--kube-api-burst", "10000")
 			}
 			p := start(b, name, bins[name], args...)
 			c.procs = append(c.procs, p)
