@@ -44,6 +44,7 @@ var (
 	base      = flag.String("base", "", "a second skiff binary, whose scheduler runs as skiff-base (to compare two trees)")
 	profiles  = flag.String("profiles", "", "directory for each scheduler's heap profile after its run (kept only when set)")
 	apiServer = flag.String("apiserver", "skiff", "the API server both schedulers run against: skiff (skiff server) or upstream (etcd and kube-apiserver v1.37.2)")
+	schedCPU  = flag.Float64("schedcpu", 0, "cores each scheduler may use (a CFS quota of a cgroup v1 cpu controller, /sys/fs/cgroup/cpu); 0 leaves it unlimited")
 	logs      = flag.String("logs", "", "directory for the processes' logs (default: kept only on failure, in $TMPDIR/skiff-sidebyside-logs)")
 )
 
@@ -226,6 +227,9 @@ func runScheduler(b *testing.B, binaries map[string]string, name, label string) 
 			"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/debug/pprof/*")
 	}
 	procs = append(procs, sched)
+	if *schedCPU > 0 {
+		defer capCPU(b, label, sched, *schedCPU)()
+	}
 
 	var first, last time.Time
 	var cpuFirst, apiFirst, simFirst time.Duration
@@ -586,6 +590,31 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// capCPU limits the process to cores of CPU time (CFS quota in a cgroup v1
+// cpu controller of its own) and returns a function that removes the cgroup
+// after the process stopped. The process runs unlimited for the moment
+// between its start and this call, before it has connected to anything.
+func capCPU(b *testing.B, label string, p *proc, cores float64) func() {
+	b.Helper()
+	const root, period = "/sys/fs/cgroup/cpu", 100000
+	dir := filepath.Join(root, "skiff-sidebyside-"+label)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatalf("-schedcpu: %v (needs root and a cgroup v1 cpu controller at %s)", err, root)
+	}
+	write := func(file, value string) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0o644); err != nil {
+			b.Fatalf("-schedcpu: %s: %v", file, err)
+		}
+	}
+	write("cpu.cfs_period_us", strconv.Itoa(period))
+	write("cpu.cfs_quota_us", strconv.Itoa(int(cores*period)))
+	write("cgroup.procs", strconv.Itoa(p.cmd.Process.Pid))
+	return func() {
+		p.stop()
+		_ = os.Remove(dir)
+	}
+}
 
 // privateCopy copies the executable at path to a file of its own, removed
 // when the benchmark ends.
