@@ -516,7 +516,7 @@ func TestSchedulerSpeaksProtobuf(t *testing.T) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.ContentType, cfg.AcceptContentTypes = "", "" // the scheduler's configuration decides
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			mu.Lock()
 			requests = append(requests, seen{r.Method, r.URL.Path + "?" + r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept")})
 			mu.Unlock()
@@ -563,10 +563,6 @@ func TestSchedulerSpeaksProtobuf(t *testing.T) {
 		t.Errorf("requests seen: binding %v, event %v, pod watch %v; want all three", binding, event, podWatch)
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestSchedulerRecordsEveryScheduledEvent: a backlog of thousands of pods
 // placed at once gets one Scheduled event each, as from kube-scheduler.

@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -81,7 +82,7 @@ const (
 	// DefaultContentType is upstream's --kube-api-content-type: the typed
 	// clients send and read protobuf (the dynamic and metadata clients
 	// choose their own).
-	DefaultContentType = "application/vnd.kubernetes.protobuf"
+	DefaultContentType = runtime.ContentTypeProtobuf
 	// UserAgent prefixes each controller's client user agent.
 	UserAgent = "skiff-controller-manager"
 )
@@ -338,7 +339,12 @@ func (m *Manager) runLeading(ctx context.Context, watchdog *leaderelection.Healt
 }
 
 func (m *Manager) clientConfig(name string) *rest.Config {
-	c := rest.CopyConfig(m.config)
+	return m.tune(rest.CopyConfig(m.config), name)
+}
+
+// tune gives c the user agent of the client name and the manager's rates
+// and content type.
+func (m *Manager) tune(c *rest.Config, name string) *rest.Config {
 	c.UserAgent = UserAgent + "/" + name
 	c.QPS = m.opts.QPS
 	c.Burst = m.opts.Burst
@@ -354,13 +360,7 @@ func (m *Manager) controllerConfig(name string, creds *accountCredentials) *rest
 	if creds == nil || !ok {
 		return m.clientConfig(name)
 	}
-	c := creds.config(account)
-	c.UserAgent = UserAgent + "/" + name
-	c.QPS = m.opts.QPS
-	c.Burst = m.opts.Burst
-	c.ContentType, c.AcceptContentTypes = m.opts.ContentType, ""
-	c.ContentType, c.AcceptContentTypes = m.opts.ContentType, ""
-	return c
+	return m.tune(creds.config(account), name)
 }
 
 // PrepareInformers adds to a factory that others share (before it

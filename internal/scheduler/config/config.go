@@ -22,6 +22,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/skiff-sh/skiff/internal/scheduler/framework"
@@ -53,7 +54,7 @@ const (
 	// requests, and (with no acceptContentTypes) answers and watch events,
 	// in protobuf, which costs the API server and the scheduler far less to
 	// encode and decode than JSON.
-	DefaultContentType = "application/vnd.kubernetes.protobuf"
+	DefaultContentType = k8sruntime.ContentTypeProtobuf
 )
 
 // File is the file's schema (the fields Skiff reads).
