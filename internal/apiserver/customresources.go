@@ -335,7 +335,7 @@ func (c *customResources) newHandler(res registry.Resource) (*resourceHandler, *
 	h := &resourceHandler{}
 	cacher := storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/",
 		func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
-		storage.CacherOptions{BookmarkInterval: s.cfg.WatchBookmarkInterval})
+		storage.CacherOptions{BookmarkInterval: s.cfg.WatchBookmarkInterval, Uncached: s.cfg.WatchCache.Disabled})
 	*h = *newResourceHandler(res, cacher, s.codecs, s)
 	if fm := res.Custom.FieldManager; fm != nil {
 		main, err := fm("")

@@ -172,7 +172,7 @@ func (h *resourceHandler) serve(w http.ResponseWriter, r *http.Request, info Req
 			err = perr
 			break
 		}
-		if out.as == "" && !out.pretty && (out.mediaType == mediaJSON || out.mediaType == mediaProtobuf) && !storage.UseEtcdForList(p.ListOptions) {
+		if out.as == "" && !out.pretty && (out.mediaType == mediaJSON || out.mediaType == mediaProtobuf) && !h.store.UseEtcdForList(p.ListOptions) {
 			h.serveCachedList(ctx, w, info.Namespace, p, out)
 			return
 		}

@@ -138,6 +138,9 @@ type Config struct {
 	// (aggregation.go); without it remote APIServices are proxied with no
 	// client certificate.
 	Aggregation *AggregationConfig
+	// WatchCache says which resources are served from memory (watchcache.go;
+	// zero: every resource but Events, as upstream).
+	WatchCache WatchCacheConfig
 	// DisableProfiling stops serving Go's profiles under /debug/pprof/
 	// (profiling.go); they are served by default, as kube-apiserver's
 	// --profiling, to users allowed the non-resource URL.
@@ -285,6 +288,9 @@ func New(cfg Config) (*Server, error) {
 			s.addStored(res, caches)
 		}
 	}
+	if err := s.cfg.WatchCache.check(s.resources); err != nil {
+		return nil, err
+	}
 	// ClusterIPs as IPAddress objects, from every ServiceCIDR (ipaddress.go).
 	alloc.Claimer, alloc.View = ipClaimer{srv: s}, ipClaimer{srv: s}
 	// NodePorts in upstream's shared RangeAllocation (nodeports.go).
@@ -327,7 +333,8 @@ func (s *Server) addStored(res registry.Resource, caches map[string]*storage.Cac
 	} else {
 		cacher = storage.NewCacher(store, "/registry/"+res.StoragePrefix+"/",
 			func(o runtime.Object) (labels.Set, fields.Set, error) { return h.attrs(o) },
-			storage.CacherOptions{BookmarkInterval: cfg.WatchBookmarkInterval, OnCount: onCount})
+			storage.CacherOptions{BookmarkInterval: cfg.WatchBookmarkInterval, OnCount: onCount,
+				Uncached: !cfg.WatchCache.cached(res.GroupVersion.WithResource(res.Resource).GroupResource())})
 		s.cachers = append(s.cachers, cacher)
 		if res.Stored == nil {
 			caches[res.StoragePrefix] = cacher

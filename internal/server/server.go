@@ -99,6 +99,8 @@ type Config struct {
 	Security SecurityConfig
 	// Overload: the API server's timeouts and flow control (overload.go).
 	Overload OverloadConfig
+	// WatchCache: which resources the API server serves from memory.
+	WatchCache apiserver.WatchCacheConfig
 	// DisableProfiling is --profiling=false: the API server serves no
 	// /debug/pprof/.
 	DisableProfiling bool
@@ -242,6 +244,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Admission:             cfg.Admission,
 		ServiceAccounts:       saConfig,
 		DisableProfiling:      cfg.DisableProfiling,
+		WatchCache:            cfg.WatchCache,
 	}))
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)

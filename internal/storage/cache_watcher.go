@@ -252,6 +252,9 @@ func (c *Cacher) WatchCached(ctx context.Context, prefix string, opts ListOption
 			return nil, newErr(ErrCodeInvalidObj, "", err.Error())
 		}
 	}
+	if c.opts.Uncached {
+		return c.watchUncached(ctx, prefix, opts, rev, withState, initialEnd)
+	}
 	for {
 		var err error
 		switch {

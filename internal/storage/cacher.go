@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 	"weak"
@@ -166,6 +167,10 @@ type ServedVersion struct {
 	FieldLabel func(name string) string
 	// OnCount is told the number of objects after each change (metrics).
 	OnCount func(n int)
+	// Uncached keeps nothing in memory: lists, watches and gets read etcd
+	// (uncached.go), as upstream serves a resource whose watch cache size
+	// is 0. OnCount is then told a count taken every minute.
+	Uncached bool
 }
 
 // storedPredicate rewrites a predicate's field names into the stored
@@ -225,6 +230,10 @@ type CacherOptions struct {
 	Clock clock.PassiveClock
 	// OnCount is told the number of objects after each change (metrics).
 	OnCount func(n int)
+	// Uncached keeps nothing in memory: lists, watches and gets read etcd
+	// (uncached.go), as upstream serves a resource whose watch cache size
+	// is 0. OnCount is then told a count taken every minute.
+	Uncached bool
 }
 
 // minHistory is how many events are kept however old they are (upstream's
@@ -275,6 +284,8 @@ type cache struct {
 
 	progressMu   sync.Mutex
 	lastProgress time.Time
+
+	count atomic.Int64 // objects, when Uncached (counted every minute)
 
 	cancelWatch         context.CancelFunc // ends the current etcd watch (tests)
 	testAfterWatchBreak func()
@@ -332,6 +343,9 @@ func (c *cache) Ready() <-chan struct{} { return c.ready }
 
 // Count is the number of objects the cache holds.
 func (c *cache) Count() int {
+	if c.opts.Uncached {
+		return int(c.count.Load())
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.items)
@@ -344,6 +358,9 @@ func (c *Cacher) Start(ctx context.Context) error {
 	if c.served != nil { // the cache it serves from runs
 		<-ctx.Done()
 		return nil
+	}
+	if c.opts.Uncached {
+		return c.startUncached(ctx)
 	}
 	return c.cache.start(ctx)
 }
@@ -742,12 +759,13 @@ func matches(p Predicate, o *CachedObject) bool {
 }
 
 // UseEtcdForList says whether a list must be served by etcd: exact
-// revisions and pages of a consistent snapshot are.
-func UseEtcdForList(opts ListOptions) bool {
+// revisions and pages of a consistent snapshot are, and every paged list
+// of an uncached resource.
+func (c *Cacher) UseEtcdForList(opts ListOptions) bool {
 	if opts.Continue != "" || opts.ResourceVersionMatch == "Exact" {
 		return true
 	}
-	return opts.Limit > 0 && opts.ResourceVersion == ""
+	return opts.Limit > 0 && (opts.ResourceVersion == "" || c.opts.Uncached)
 }
 
 // List serves from the cache when it can (see useEtcdForList). A list with
@@ -756,7 +774,7 @@ func UseEtcdForList(opts ListOptions) bool {
 // too busy to apply etcd's events as fast as they come) etcd serves the
 // list, as upstream's API server falls back.
 func (c *Cacher) List(ctx context.Context, prefix string, opts ListOptions, listObj runtime.Object) error {
-	if UseEtcdForList(opts) {
+	if c.opts.Uncached || c.UseEtcdForList(opts) {
 		return c.Store.List(ctx, prefix, opts, listObj)
 	}
 	objs, rv, err := c.ListCached(ctx, prefix, opts)
@@ -797,6 +815,14 @@ func (c *Cacher) ListCached(ctx context.Context, prefix string, opts ListOptions
 	if err != nil {
 		return nil, 0, newErr(ErrCodeInvalidObj, "", err.Error())
 	}
+	if c.opts.Uncached {
+		out, rv, err := c.listUncached(ctx, prefix, opts.ResourceVersion, pred)
+		if err != nil {
+			return nil, 0, err
+		}
+		c.viewAll(out)
+		return out, rv, nil
+	}
 	if err := c.waitForListRV(ctx, opts); err != nil {
 		return nil, 0, err
 	}
@@ -819,6 +845,20 @@ func (c *Cacher) ListCached(ctx context.Context, prefix string, opts ListOptions
 // first list). The API server's reaper reads them every second; it must
 // not cost a pass over every object (150,000 pods at scale).
 func (c *Cacher) ListDeleting(ctx context.Context, prefix string) ([]*CachedObject, error) {
+	if c.opts.Uncached {
+		objs, _, err := c.listUncached(ctx, prefix, "", Predicate{})
+		if err != nil {
+			return nil, err
+		}
+		out := objs[:0]
+		for _, o := range objs {
+			if beingDeleted(o.obj) {
+				out = append(out, o)
+			}
+		}
+		c.viewAll(out)
+		return out, nil
+	}
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -872,7 +912,7 @@ func (c *cache) waitForListRV(ctx context.Context, opts ListOptions) error {
 
 // Get reads from the cache for resourceVersion "0", else from etcd.
 func (c *Cacher) GetRV(ctx context.Context, key, resourceVersion string, out runtime.Object) error {
-	if resourceVersion != "0" {
+	if resourceVersion != "0" || c.opts.Uncached {
 		return c.Store.Get(ctx, key, out)
 	}
 	if err := c.waitReady(ctx); err != nil {

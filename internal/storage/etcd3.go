@@ -441,6 +441,14 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 			return newErr(ErrCodeInvalidObj, prefix, err.Error())
 		}
 	}
+	// Otherwise a resourceVersion is a lower bound (NotOlderThan): etcd's
+	// newest revision must have reached it.
+	var atLeast int64
+	if opts.Continue == "" && opts.ResourceVersionMatch != "Exact" && opts.ResourceVersion != "" {
+		if atLeast, err = ParseRV(opts.ResourceVersion); err != nil {
+			return newErr(ErrCodeInvalidObj, prefix, err.Error())
+		}
+	}
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	limit := opts.Limit
 	var (
@@ -484,6 +492,9 @@ func (s *Store) List(ctx context.Context, prefix string, opts ListOptions, listO
 		}
 		if readRev == 0 {
 			readRev = resp.Header.Revision
+			if atLeast > readRev {
+				return &Error{Code: ErrCodeTooLargeResourceVersion, ResourceVersion: atLeast, Msg: formatRV(readRev)}
+			}
 		}
 		for _, kv := range resp.Kvs {
 			if limit > 0 && returned >= limit {

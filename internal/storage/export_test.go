@@ -29,3 +29,10 @@ func (c *Cacher) ApplyEvent(ev *clientv3.Event) { c.apply(klog.Background(), ev)
 
 // NewRequestTooLargeForTest is the error a write over etcd's limit gets.
 func NewRequestTooLargeForTest() error { return &Error{Code: ErrCodeRequestTooLarge, Msg: "too large"} }
+
+// Held is how many objects and past events the cache keeps in memory.
+func (c *Cacher) Held() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items) + c.history.len()
+}

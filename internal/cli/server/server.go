@@ -84,6 +84,11 @@ type Flags struct {
 	Security SecurityFlags
 	// Overload: the API server's timeouts and flow control (overload.go).
 	Overload OverloadFlags
+	// WatchCache and WatchCacheSizes say which resources the API server
+	// serves from memory, as kube-apiserver's --watch-cache and
+	// --watch-cache-sizes.
+	WatchCache      bool
+	WatchCacheSizes []string
 
 	// AuthorizationMode is the API server's comma-separated authorization
 	// modes (Node, RBAC, AlwaysAllow), asked in order.
@@ -136,6 +141,7 @@ func DefaultFlags() Flags {
 		AuthorizationMode:    strings.Join(apiserver.DefaultAuthorizationModes, ","),
 		Authorization:        defaultAuthorizationFlags(),
 		Overload:             defaultOverloadFlags(),
+		WatchCache:           true,
 	}
 }
 
@@ -216,6 +222,8 @@ stops the controllers, the API server, then etcd, and exits 0.`,
 	fs.BoolVar(extendTokens, "service-account-extend-token-expiration", true, "issue pod-bound tokens that the kubelet asks for with the default lifetime for a year, with a warnafter claim at the hour, as upstream")
 	f.Security.addFlags(fs)
 	f.Overload.addFlags(fs)
+	fs.BoolVar(&f.WatchCache, "watch-cache", f.WatchCache, "serve lists and watches from memory, fed by one etcd watch per resource; false: every list and watch reads etcd")
+	fs.StringSliceVar(&f.WatchCacheSizes, "watch-cache-sizes", f.WatchCacheSizes, "resource[.group]#size settings, comma separated (resource lowercase and plural, no group for the core API): size 0 serves the resource from etcd alone, any other size caches it (caches size themselves). Default: events#0,events.events.k8s.io#0, as upstream")
 	// Log verbosity, for klog (used by every component).
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(logFlags)
@@ -339,6 +347,10 @@ func (f Flags) Config() (server.Config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	cacheSizes, err := apiserver.ParseWatchCacheSizes(f.WatchCacheSizes)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--watch-cache-sizes: %w", err))
+	}
 	authzModes, authzOpts, err := f.Authorization.options(f.AuthorizationMode)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--authorization-mode: %w", err))
@@ -397,6 +409,7 @@ func (f Flags) Config() (server.Config, error) {
 		Admission:          admissionOpts,
 		Security:           security,
 		Overload:           overload,
+		WatchCache:         apiserver.WatchCacheConfig{Disabled: !f.WatchCache, Sizes: cacheSizes},
 		DisableProfiling:   !f.Profiling,
 		ServiceAccounts: server.ServiceAccountsConfig{
 			KeyFiles: f.ServiceAccountKeyFiles, SigningKeyFile: f.ServiceAccountSigningKeyFile,

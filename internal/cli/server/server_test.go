@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skiff-sh/skiff/internal/agent"
 	"github.com/skiff-sh/skiff/internal/apiserver"
@@ -169,6 +170,19 @@ func TestConfigValidation(t *testing.T) {
 		{name: "zero grace period", mutate: func(f *Flags) { f.NodeMonitorGrace = 0 }, wantErr: "--node-monitor-grace-period must be positive"},
 		{name: "negative monitor period", mutate: func(f *Flags) { f.NodeMonitorPeriod = -time.Second }, wantErr: "--node-monitor-period must be positive"},
 		{name: "negative eviction rate", mutate: func(f *Flags) { f.NodeEvictionRate = -1 }, wantErr: "--node-eviction-rate must not be negative"},
+		{name: "watch cache sizes", mutate: func(f *Flags) { f.WatchCacheSizes = []string{"events#100", "pods#0", "leases.coordination.k8s.io#0"} }, check: func(t *testing.T, c server.Config) {
+			want := apiserver.WatchCacheConfig{Sizes: map[schema.GroupResource]int{{Resource: "events"}: 100, {Resource: "pods"}: 0, {Group: "coordination.k8s.io", Resource: "leases"}: 0}}
+			if diff := cmp.Diff(want, c.WatchCache); diff != "" {
+				t.Errorf("WatchCache (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "watch cache off", mutate: func(f *Flags) { f.WatchCache = false }, check: func(t *testing.T, c server.Config) {
+			if !c.WatchCache.Disabled {
+				t.Error("--watch-cache=false left the watch cache on")
+			}
+		}},
+		{name: "watch cache size without a size", mutate: func(f *Flags) { f.WatchCacheSizes = []string{"events"} }, wantErr: `--watch-cache-sizes: "events": want resource[.group]#size`},
+		{name: "negative watch cache size", mutate: func(f *Flags) { f.WatchCacheSizes = []string{"pods#-1"} }, wantErr: `--watch-cache-sizes: "pods#-1": the size must be a number not below 0`},
 		{name: "external etcd ignores embedded port clash", mutate: func(f *Flags) {
 			f.EtcdServers = []string{"http://etcd:2379"}
 			f.HTTPSPort = 2379
