@@ -53,6 +53,9 @@ func (w WatchCacheConfig) cached(gr schema.GroupResource) bool {
 // resource[.group]#size, the resource lowercase and plural, no group for
 // the core API, size a number not below 0.
 func ParseWatchCacheSizes(settings []string) (map[schema.GroupResource]int, error) {
+	if len(settings) == 0 {
+		return nil, nil
+	}
 	sizes := map[schema.GroupResource]int{}
 	for _, s := range settings {
 		res, num, ok := strings.Cut(s, "#")
