@@ -17,6 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -37,6 +38,9 @@ const (
 	childDataDir = "SKIFF_ROBUSTNESS_DATA_DIR"
 	childPort    = "SKIFF_ROBUSTNESS_PORT"
 	childEtcd    = "SKIFF_ROBUSTNESS_ETCD"
+	// childUncached set serves ConfigMaps from etcd alone (no watch
+	// cache), as Events are by default.
+	childUncached = "SKIFF_ROBUSTNESS_UNCACHED"
 )
 
 func TestMain(m *testing.M) {
@@ -92,6 +96,10 @@ func runAPIServer() error {
 		}
 	}()
 
+	var watchCache kubeapiserver.WatchCacheConfig
+	if os.Getenv(childUncached) != "" {
+		watchCache.Sizes = map[schema.GroupResource]int{{Resource: "configmaps"}: 0}
+	}
 	api, err := kubeapiserver.New(kubeapiserver.Config{
 		Etcd:                           e,
 		ClientCA:                       bundle.CAPool,
@@ -102,6 +110,7 @@ func runAPIServer() error {
 		AllowPodsWithoutServiceAccount: true,
 		WatchBookmarkInterval:          200 * time.Millisecond,
 		EtcdCallTimeout:                3 * time.Second,
+		WatchCache:                     watchCache,
 	})
 	if err != nil {
 		return err
@@ -143,6 +152,7 @@ func (b *breakableWatcher) breakAll() {
 // cluster is etcd (in process, behind a proxy) and the API server process.
 type cluster struct {
 	t        *testing.T
+	uncached bool // ConfigMaps served from etcd alone
 	dir      string
 	bundle   *pki.Bundle
 	apiPort  int
@@ -157,14 +167,14 @@ type cluster struct {
 	etcdClient *clientv3.Client
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, uncached bool) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	bundle, err := pki.Ensure(server.PKIDir(dir), pki.Options{BindAddress: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, bundle: bundle, apiPort: freePort(t),
+	c := &cluster{t: t, uncached: uncached, dir: dir, bundle: bundle, apiPort: freePort(t),
 		etcdOpts: etcd.Options{Dir: server.EtcdDir(dir), ClientPort: freePort(t), PeerPort: freePort(t), UnsafeNoFsync: true}}
 	t.Cleanup(c.stop)
 	c.startEtcd()
@@ -215,6 +225,9 @@ func (c *cluster) startAPIServer() {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", childDataDir+"="+c.dir,
 		childPort+"="+strconv.Itoa(c.apiPort), childEtcd+"=http://"+c.proxy.addr())
+	if c.uncached {
+		cmd.Env = append(cmd.Env, childUncached+"=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

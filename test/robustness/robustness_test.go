@@ -60,8 +60,15 @@ type counters struct {
 	faults                                                                 [5]atomic.Int64
 }
 
+// TestRobustness runs the clients and faults twice: against ConfigMaps
+// served from the watch cache, and from etcd alone (as Events are).
 func TestRobustness(t *testing.T) {
-	c := startCluster(t)
+	t.Run("watch cache", func(t *testing.T) { robustness(t, false) })
+	t.Run("etcd alone", func(t *testing.T) { robustness(t, true) })
+}
+
+func robustness(t *testing.T, uncached bool) {
+	c := startCluster(t, uncached)
 	cs := c.clientset()
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
