@@ -177,7 +177,7 @@ func (c *Cacher) watchUncached(ctx context.Context, prefix string, opts ListOpti
 }
 
 // feedUncached offers an etcd watch's events to one watcher until either
-// ends. needPrev says whether the watcher's selectors need the previous
+// ends, or until etcd sends a change without the previous value it needs. needPrev says whether the watcher's selectors need the previous
 // state of a modified object (to tell a change that makes it match, or
 // stop matching); without selectors every object matches, and the
 // previous state is not decoded.
@@ -204,14 +204,21 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 		}
 		for _, ev := range resp.Events {
 			key := string(ev.Kv.Key)
+			if ev.PrevKv == nil && !ev.IsCreate() {
+				// etcd leaves the previous value out when compaction
+				// passed it (a watcher catching up): what was deleted,
+				// and whether a change left a selection, cannot be told.
+				// End the watch, as upstream's etcd watcher does; the
+				// client resumes from its last revision, which the
+				// compaction passed too: 410, and it relists.
+				logger.V(2).Info("etcd event without its previous value; ending the watch", "key", key, "revision", ev.Kv.ModRevision)
+				return
+			}
 			var prev *CachedObject
 			if ev.Type == mvccpb.PUT && !ev.IsCreate() {
 				prev = &CachedObject{Key: key} // matches when there are no selectors
 				if needPrev {
-					prev = nil
-					if ev.PrevKv != nil {
-						prev = c.decodedPrev(logger, key, ev.PrevKv)
-					}
+					prev = c.decodedPrev(logger, key, ev.PrevKv)
 				}
 			}
 			e := c.event(logger, key, ev, prev)
