@@ -143,7 +143,11 @@ func (c *Cacher) watchUncached(ctx context.Context, prefix string, opts ListOpti
 		}
 		startRV = cur
 	default:
-		// Reading one key at rev fails if etcd compacted it.
+		// Reading one key at rev fails if etcd compacted it. (The watch
+		// starts at rev+1, which etcd could serve when rev+1 is the
+		// compacted revision, but a change at that revision comes
+		// without its previous value, which ends the watch below:
+		// 410 now saves the client from resuming into that forever.)
 		cctx, cancel := c.store.callCtx(ctx)
 		_, err := c.store.client.Get(cctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 		cancel()

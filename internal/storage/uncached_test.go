@@ -138,6 +138,22 @@ func TestUncachedWatchFromRevisionAndFilters(t *testing.T) {
 	if _, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: first.ResourceVersion}); !storage.IsExpired(err) {
 		t.Fatalf("watch from a compacted revision: got %v, want expired", err)
 	}
+	// From the revision before the compacted one too: the change at the
+	// compacted revision comes without its previous value, and a watch
+	// that ended on it would be resumed into the same end forever.
+	if _, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: fmt.Sprint(rev - 1)}); !storage.IsExpired(err) {
+		t.Fatalf("watch from just before the compacted revision: got %v, want expired", err)
+	}
+	// From the compacted revision on, the watch goes on.
+	fromNow, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: fmt.Sprint(rev)})
+	if err != nil {
+		t.Fatalf("watch from the compacted revision: %v", err)
+	}
+	defer fromNow.Stop()
+	create(t, s, cm("d", nil))
+	if got, _ := collect(t, fromNow, 1); !cmp.Equal([]seen{{watch.Added, "d"}}, got) {
+		t.Fatalf("watch from the compacted revision: %v, want the create of d", got)
+	}
 	if n := s.Held(); n != 0 {
 		t.Fatalf("an uncached resource holds %d objects and events in memory", n)
 	}
