@@ -196,6 +196,12 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 			return
 		}
 		if resp.IsProgressNotify() {
+			// etcd notifies every watch of a stream when one asks (the
+			// caches do, for consistent reads): a bookmark only for a
+			// watcher that allows them.
+			if !cw.w.bookmarks {
+				continue
+			}
 			select {
 			case <-cw.w.bookmark:
 			default:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -272,5 +273,54 @@ func TestUncachedCount(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no count")
+	}
+}
+
+// An uncached watch's bookmarks are etcd's progress notifications, which
+// etcd sends to every watch of a stream when one asks: only watchers that
+// allow bookmarks get them.
+func TestUncachedBookmarksOnlyWhenAllowed(t *testing.T) {
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{Uncached: true})
+	ctx := context.Background()
+	no := false
+	with, err := s.WatchCached(ctx, prefix, storage.ListOptions{SendInitialEvents: &no, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer with.Stop()
+	without, err := s.WatchCached(ctx, prefix, storage.ListOptions{SendInitialEvents: &no})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer without.Stop()
+	// etcd defers progress while a watch waits for a revision it has not
+	// reached (these start after the newest): one write first.
+	create(t, s, cm("a", nil))
+	for _, w := range []*storage.CacheWatch{with, without} {
+		if g, _ := collect(t, w, 1); !cmp.Equal([]seen{{watch.Added, "a"}}, g) {
+			t.Fatalf("first event %v, want the create of a", g)
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for bookmarked := false; !bookmarked; {
+		// The same metadata as the store's watches: the same gRPC stream.
+		if err := c.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-with.ResultChan():
+			if ev.Type != watch.Bookmark || ev.RV == 0 {
+				t.Fatalf("watcher allowing bookmarks got %s at %d, want a bookmark", ev.Type, ev.RV)
+			}
+			bookmarked = true
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no bookmark from etcd's progress notification")
+		}
+	}
+	create(t, s, cm("b", nil))
+	if g, _ := collect(t, without, 1); !cmp.Equal([]seen{{watch.Added, "b"}}, g) {
+		t.Fatalf("watcher not allowing bookmarks: next event %v, want the create of b", g)
 	}
 }
