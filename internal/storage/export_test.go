@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"
 )
@@ -36,3 +38,7 @@ func (c *Cacher) Held() int {
 	defer c.mu.RUnlock()
 	return len(c.items) + c.history.len()
 }
+
+// UncachedStream is the context whose metadata names the gRPC stream of
+// uncached watches (for progress requests on it).
+func UncachedStream(ctx context.Context) context.Context { return uncachedStream(ctx) }

@@ -6,6 +6,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 )
@@ -16,6 +17,17 @@ import (
 // own (the client multiplexes them on one gRPC stream), gets at
 // resourceVersion 0 read etcd. The Cacher's methods take these paths, so
 // handlers and in-process informers do not need to know.
+
+// uncachedStream puts uncached watches on a gRPC stream of their own
+// (the etcd client keys streams by metadata). etcd answers a progress
+// request only when every watch of the stream has reached its start
+// revision, and an uncached watch starts after the newest revision: on
+// the caches' stream, until the next write anywhere, the caches' progress
+// requests for consistent reads would go unanswered, and every consistent
+// list would wait out its freshness timeout.
+func uncachedStream(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-stream", "uncached")
+}
 
 // countInterval is how often an uncached resource's objects are counted
 // for apiserver_storage_objects (upstream's --etcd-count-metric-poll-period).
@@ -174,7 +186,7 @@ func (c *Cacher) watchUncached(ctx context.Context, prefix string, opts ListOpti
 	if opts.AllowWatchBookmarks {
 		wopts = append(wopts, clientv3.WithProgressNotify())
 	}
-	ch := c.store.client.Watch(clientv3.WithRequireLeader(ctx), prefix, wopts...)
+	ch := c.store.client.Watch(uncachedStream(ctx), prefix, wopts...)
 	go c.feedUncached(ctx, cw, ch, !opts.Predicate.Empty())
 	go w.run(ctx, initial, initialEnd, startRV)
 	return cw, nil

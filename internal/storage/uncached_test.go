@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -304,8 +303,8 @@ func TestUncachedBookmarksOnlyWhenAllowed(t *testing.T) {
 	}
 	deadline := time.After(10 * time.Second)
 	for bookmarked := false; !bookmarked; {
-		// The same metadata as the store's watches: the same gRPC stream.
-		if err := c.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+		// The uncached watches' own gRPC stream.
+		if err := c.RequestProgress(storage.UncachedStream(ctx)); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -322,5 +321,38 @@ func TestUncachedBookmarksOnlyWhenAllowed(t *testing.T) {
 	create(t, s, cm("b", nil))
 	if g, _ := collect(t, without, 1); !cmp.Equal([]seen{{watch.Added, "b"}}, g) {
 		t.Fatalf("watcher not allowing bookmarks: next event %v, want the create of b", g)
+	}
+}
+
+// An uncached watch starts after the newest revision, and etcd answers no
+// progress request on a stream with such a watch until the next write.
+// Uncached watches have a stream of their own, so that a cache of another
+// resource still catches up with a revision it never saw an event of (a
+// write elsewhere) by asking for progress, instead of failing its
+// consistent read after the freshness timeout.
+func TestUncachedWatchDoesNotStallCaches(t *testing.T) {
+	c := startEtcd(t)
+	cached := newCacher(t, c, storage.CacherOptions{FreshnessTimeout: 5 * time.Second})
+	events := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "events", storage.StoreOptions{})
+	uncached := storage.NewCacher(events, "/registry/events/", attrs, storage.CacherOptions{Uncached: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = uncached.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-uncached.Ready()
+
+	// The newest revision is a write the cache of configmaps has no event of.
+	if err := events.Create(ctx, "/registry/events/ns/e", cm("e", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	w, err := uncached.WatchCached(ctx, "/registry/events/", storage.ListOptions{SendInitialEvents: &no})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, _, err := cached.ListCached(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatalf("consistent list of a cache beside an uncached watch: %v", err)
 	}
 }
