@@ -193,10 +193,11 @@ func (c *Cacher) watchUncached(ctx context.Context, prefix string, opts ListOpti
 }
 
 // feedUncached offers an etcd watch's events to one watcher until either
-// ends, or until etcd sends a change without the previous value it needs. needPrev says whether the watcher's selectors need the previous
-// state of a modified object (to tell a change that makes it match, or
-// stop matching); without selectors every object matches, and the
-// previous state is not decoded.
+// ends, or until etcd sends a change without the previous value it needs.
+// needPrev says whether the watcher's selectors need the previous state of
+// a modified object (to tell a change that makes it match, or stop
+// matching); without selectors every object matches, and the previous
+// state is not decoded.
 func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.WatchChan, needPrev bool) {
 	defer cw.Stop()
 	logger := klog.FromContext(ctx).WithValues("prefix", c.prefix)
