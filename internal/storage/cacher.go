@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/fields"
@@ -394,7 +395,7 @@ func (c *cache) start(ctx context.Context) error {
 		c.mu.Lock()
 		c.cancelWatch = cancel
 		c.mu.Unlock()
-		ch := c.store.client.Watch(clientv3.WithRequireLeader(wctx), c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+		ch := c.store.client.Watch(watchStream(wctx, c.prefix), c.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 		got := false
 	loop:
 		for {
@@ -698,10 +699,23 @@ const progressTimeout = time.Second
 // ask etcd for a progress notification.
 const progressInterval = 50 * time.Millisecond
 
+// watchStream names, in ctx's metadata, the gRPC stream an etcd watch
+// goes on (the etcd client keys streams by metadata): each cache has its
+// own, and uncached watches share one. etcd answers a progress request
+// only when every watch of the stream has reached its start revision, and
+// a cache's watch (re)starts after the newest revision, as an uncached
+// watch does: on a shared stream, until the next write anywhere, no other
+// cache could catch up with a revision it has no event of, and consistent
+// reads would wait out their freshness timeout
+// (TestNewCacheDoesNotStallOtherCaches). A stream of its own also keeps
+// one cache's progress requests from notifying every other watch.
+func watchStream(ctx context.Context, name string) context.Context {
+	return metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-stream", name)
+}
+
 // requestProgress asks etcd for a progress notification on the cache's
 // watch stream, at most once per progressInterval however many readers
-// wait: each request makes etcd notify every watch on the stream, so one
-// per reader would cost a busy server dearly.
+// wait: one request per reader would cost a busy server dearly.
 func (c *cache) requestProgress(ctx context.Context) {
 	c.progressMu.Lock()
 	if time.Since(c.lastProgress) < progressInterval {
@@ -714,7 +728,7 @@ func (c *cache) requestProgress(ctx context.Context) {
 	defer cancel()
 	// The same metadata as the cache's watch, so that the request goes to
 	// its gRPC stream (the client keys streams by it).
-	_ = c.store.client.RequestProgress(clientv3.WithRequireLeader(pctx))
+	_ = c.store.client.RequestProgress(watchStream(pctx, c.prefix))
 }
 
 // waitFresh waits until the cache has seen revision rev, asking etcd for

@@ -484,3 +484,27 @@ func TestConsistentListFallsBackToEtcd(t *testing.T) {
 		t.Fatalf("list at revision %s: %v, want too large resource version", list.ResourceVersion, err)
 	}
 }
+
+// A cache that has just started watches from after the newest revision
+// too: another cache must still be able to catch up by asking for
+// progress.
+func TestNewCacheDoesNotStallOtherCaches(t *testing.T) {
+	c := startEtcd(t)
+	cached := newCacher(t, c, storage.CacherOptions{FreshnessTimeout: 5 * time.Second})
+	other := storage.NewStore(c, storage.ProtobufCodec{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
+		func() runtime.Object { return &corev1.ConfigMap{} }, "secrets", storage.StoreOptions{})
+	// The newest revision is a write the cache of configmaps has no event of.
+	if err := other.Create(context.Background(), "/registry/secrets/ns/s", cm("s", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh := storage.NewCacher(other, "/registry/secrets/", attrs, storage.CacherOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = fresh.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-fresh.Ready()
+	time.Sleep(100 * time.Millisecond) // its etcd watch is in place
+	if _, _, err := cached.ListCached(ctx, prefix, storage.ListOptions{}); err != nil {
+		t.Fatalf("consistent list of a cache beside a new cache: %v", err)
+	}
+}

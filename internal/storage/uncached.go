@@ -6,7 +6,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 )
@@ -18,16 +17,8 @@ import (
 // resourceVersion 0 read etcd. The Cacher's methods take these paths, so
 // handlers and in-process informers do not need to know.
 
-// uncachedStream puts uncached watches on a gRPC stream of their own
-// (the etcd client keys streams by metadata). etcd answers a progress
-// request only when every watch of the stream has reached its start
-// revision, and an uncached watch starts after the newest revision: on
-// the caches' stream, until the next write anywhere, the caches' progress
-// requests for consistent reads would go unanswered, and every consistent
-// list would wait out its freshness timeout.
-func uncachedStream(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "skiff-watch-stream", "uncached")
-}
+// uncachedStream is the gRPC stream of uncached watches (watchStream).
+func uncachedStream(ctx context.Context) context.Context { return watchStream(ctx, "uncached") }
 
 // countInterval is how often an uncached resource's objects are counted
 // for apiserver_storage_objects (upstream's --etcd-count-metric-poll-period).
