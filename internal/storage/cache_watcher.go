@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,7 @@ type cacheWatcher struct {
 	queueMu      sync.Mutex
 	queued       []*CacheEvent
 	queuedSignal chan struct{}
+	takenSignal  chan struct{} // has a value when events were taken (offerWait)
 	bookmark     chan int64
 	result       chan WatchEvent
 	done         chan struct{}
@@ -36,7 +38,7 @@ type cacheWatcher struct {
 func newCacheWatcher(prefix string, pred Predicate, bookmarks bool, served *ServedVersion) *cacheWatcher {
 	return &cacheWatcher{
 		prefix: prefix, pred: pred, bookmarks: bookmarks, served: served,
-		queuedSignal: make(chan struct{}, 1), bookmark: make(chan int64, 1),
+		queuedSignal: make(chan struct{}, 1), takenSignal: make(chan struct{}, 1), bookmark: make(chan int64, 1),
 		result: make(chan WatchEvent), done: make(chan struct{}),
 	}
 }
@@ -53,6 +55,10 @@ func (w *cacheWatcher) next() *CacheEvent {
 	w.queued = w.queued[1:]
 	if len(w.queued) == 0 {
 		w.queued = nil // let a burst's backing array go
+	}
+	select {
+	case w.takenSignal <- struct{}{}:
+	default:
 	}
 	return e
 }
@@ -119,6 +125,31 @@ func (w *cacheWatcher) offer(e *CacheEvent) bool {
 	select {
 	case w.queuedSignal <- struct{}{}:
 	default:
+	}
+	return true
+}
+
+// offerWait queues an event like offer, but when the watcher is full it
+// waits for it to take events instead of giving up: a watcher fed by an
+// etcd watch of its own (uncached.go) holds up nobody else, and a watch
+// from an older revision starts with a burst of every change since, more
+// than a watcher queues. Only a watcher that takes nothing for grace is
+// too slow (false).
+func (w *cacheWatcher) offerWait(ctx context.Context, e *CacheEvent, grace time.Duration) bool {
+	for !w.offer(e) {
+		t := time.NewTimer(grace)
+		select {
+		case <-w.takenSignal:
+			t.Stop()
+		case <-w.done:
+			t.Stop()
+			return true
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+			return false
+		}
 	}
 	return true
 }

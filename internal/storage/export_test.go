@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"time"
+
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,3 +44,11 @@ func (c *Cacher) Held() int {
 // UncachedStream is the context whose metadata names the gRPC stream of
 // uncached watches (for progress requests on it).
 func UncachedStream(ctx context.Context) context.Context { return uncachedStream(ctx) }
+
+// SetSlowWatcherGrace shortens how long a full uncached watcher may take
+// no event, for the test's duration.
+func SetSlowWatcherGrace(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := slowWatcherGrace
+	slowWatcherGrace = d
+	t.Cleanup(func() { slowWatcherGrace = old })
+}

@@ -20,6 +20,10 @@ import (
 // uncachedStream is the gRPC stream of uncached watches (watchStream).
 func uncachedStream(ctx context.Context) context.Context { return watchStream(ctx, "uncached") }
 
+// slowWatcherGrace is how long an uncached watcher that is full may take
+// no event before it is ended (a client that stopped reading).
+var slowWatcherGrace = 5 * time.Second
+
 // countInterval is how often an uncached resource's objects are counted
 // for apiserver_storage_objects (upstream's --etcd-count-metric-poll-period).
 const countInterval = time.Minute
@@ -239,7 +243,8 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 			if e == nil {
 				continue
 			}
-			if !cw.w.offer(e) {
+			if !cw.w.offerWait(ctx, e, slowWatcherGrace) {
+				logger.V(2).Info("watcher took no event for a while; ending it", "grace", slowWatcherGrace)
 				return
 			}
 		}

@@ -232,8 +232,9 @@ func mustRV(t *testing.T, o *corev1.ConfigMap) int64 {
 }
 
 // A watcher that does not read is ended once it is watcherBuffer events
-// behind, as from a cache, and its etcd watch with it.
+// behind and takes none for a while, and its etcd watch with it.
 func TestUncachedSlowWatcherEnded(t *testing.T) {
+	storage.SetSlowWatcherGrace(t, 500*time.Millisecond)
 	c := startEtcd(t)
 	s := newCacher(t, c, storage.CacherOptions{Uncached: true})
 	ctx := context.Background()
@@ -354,5 +355,30 @@ func TestUncachedWatchDoesNotStallCaches(t *testing.T) {
 	defer w.Stop()
 	if _, _, err := cached.ListCached(ctx, prefix, storage.ListOptions{}); err != nil {
 		t.Fatalf("consistent list of a cache beside an uncached watch: %v", err)
+	}
+}
+
+// A watch from an older revision starts with every change since, more
+// than a watcher queues: a client that reads them, even after a pause,
+// gets them all (the robustness checker's resumed watch was cut here).
+func TestUncachedWatchFromOldRevisionGetsEveryChange(t *testing.T) {
+	storage.SetSlowWatcherGrace(t, 5*time.Second)
+	c := startEtcd(t)
+	s := newCacher(t, c, storage.CacherOptions{Uncached: true})
+	ctx := context.Background()
+	first := create(t, s, cm("first", nil))
+	const n = 2500
+	for i := 0; i < n; i++ {
+		create(t, s, cm(fmt.Sprintf("c%d", i), nil))
+	}
+	w, err := s.WatchCached(ctx, prefix, storage.ListOptions{ResourceVersion: first.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	time.Sleep(time.Second) // the burst fills the watcher's queue meanwhile
+	got, _ := collect(t, w, n)
+	if got[0].Name != "c0" || got[n-1].Name != fmt.Sprintf("c%d", n-1) {
+		t.Fatalf("events from %s to %s, want c0 to c%d", got[0].Name, got[n-1].Name, n-1)
 	}
 }
