@@ -168,10 +168,6 @@ type ServedVersion struct {
 	FieldLabel func(name string) string
 	// OnCount is told the number of objects after each change (metrics).
 	OnCount func(n int)
-	// Uncached keeps nothing in memory: lists, watches and gets read etcd
-	// (uncached.go), as upstream serves a resource whose watch cache size
-	// is 0. OnCount is then told a count taken every minute.
-	Uncached bool
 }
 
 // storedPredicate rewrites a predicate's field names into the stored
@@ -475,18 +471,12 @@ func (c *cache) relist(ctx context.Context) error {
 	items := make(map[string]*CachedObject, len(resp.Kvs))
 	deleting := map[string]*CachedObject{}
 	for _, kv := range resp.Kvs {
-		obj := c.store.newFunc()
-		if err := c.store.decodeStored(string(kv.Key), kv.Value, obj, kv.ModRevision); err != nil {
-			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
-			continue
-		}
-		co, err := c.cachedObject(string(kv.Key), obj, kv.ModRevision)
-		if err != nil {
-			c.decodeFailed(logger, string(kv.Key), kv.ModRevision, err)
+		co := c.decodeObject(logger, string(kv.Key), kv.Value, kv.ModRevision)
+		if co == nil {
 			continue
 		}
 		items[co.Key] = co
-		if beingDeleted(obj) {
+		if beingDeleted(co.obj) {
 			deleting[co.Key] = co
 		}
 	}
@@ -515,6 +505,22 @@ func (c *cache) relist(ctx context.Context) error {
 // it): it is left out of the cache (a list from etcd reports it).
 func (c *cache) decodeFailed(logger klog.Logger, key string, rev int64, err error) {
 	logger.Error(err, "watch cache cannot decode a stored object; leaving it out", "key", key, "revision", rev)
+}
+
+// decodeObject reads a stored value into a cached object, nil when it
+// cannot be read (logged; Store.decode counts it).
+func (c *cache) decodeObject(logger klog.Logger, key string, value []byte, rev int64) *CachedObject {
+	obj := c.store.newFunc()
+	if err := c.store.decodeStored(key, value, obj, rev); err != nil {
+		c.decodeFailed(logger, key, rev, err)
+		return nil
+	}
+	co, err := c.cachedObject(key, obj, rev)
+	if err != nil {
+		c.decodeFailed(logger, key, rev, err)
+		return nil
+	}
+	return co
 }
 
 func (c *cache) cachedObject(key string, obj runtime.Object, rv int64) (*CachedObject, error) {
@@ -568,14 +574,8 @@ func (c *cache) event(logger klog.Logger, key string, ev *clientv3.Event, prevIt
 		e.Cur = co
 		return e
 	}
-	obj := c.store.newFunc()
-	if err := c.store.decodeStored(key, ev.Kv.Value, obj, rev); err != nil {
-		c.decodeFailed(logger, key, rev, err)
-		return nil
-	}
-	co, err := c.cachedObject(key, obj, rev)
-	if err != nil {
-		c.decodeFailed(logger, key, rev, err)
+	co := c.decodeObject(logger, key, ev.Kv.Value, rev)
+	if co == nil {
 		return nil
 	}
 	e.Type, e.Cur = watch.Modified, co

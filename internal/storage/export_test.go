@@ -1,9 +1,8 @@
 package storage
 
 import (
-	"time"
-
 	"context"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"

@@ -204,9 +204,9 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 			return
 		}
 		if resp.IsProgressNotify() {
-			// etcd notifies every watch of a stream when one asks (the
-			// caches do, for consistent reads): a bookmark only for a
-			// watcher that allows them.
+			// A bookmark only for a watcher that allows them: etcd
+			// notifies every watch of a stream when anyone asks for
+			// progress on it.
 			if !cw.w.bookmarks {
 				continue
 			}
@@ -236,7 +236,9 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 			if ev.Type == mvccpb.PUT && !ev.IsCreate() {
 				prev = &CachedObject{Key: key} // matches when there are no selectors
 				if needPrev {
-					prev = c.decodedPrev(logger, key, ev.PrevKv)
+					// nil when unreadable: the change then reaches a
+					// selector's watcher as an Added.
+					prev = c.decodeObject(logger, key, ev.PrevKv.Value, ev.PrevKv.ModRevision)
 				}
 			}
 			e := c.event(logger, key, ev, prev)
@@ -249,21 +251,6 @@ func (c *Cacher) feedUncached(ctx context.Context, cw *CacheWatch, ch clientv3.W
 			}
 		}
 	}
-}
-
-// decodedPrev is a modified object's previous state, nil when it cannot
-// be read (the change then reaches a selector's watcher as an Added).
-func (c *Cacher) decodedPrev(logger klog.Logger, key string, kv *mvccpb.KeyValue) *CachedObject {
-	obj := c.store.newFunc()
-	if err := c.store.decodeStored(key, kv.Value, obj, kv.ModRevision); err != nil {
-		c.decodeFailed(logger, key, kv.ModRevision, err)
-		return nil
-	}
-	o, err := c.cachedObject(key, obj, kv.ModRevision)
-	if err != nil {
-		return nil
-	}
-	return o
 }
 
 // Uncached says whether the resource is served from etcd alone.
